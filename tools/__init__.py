@@ -1,0 +1,1 @@
+"""The harness: compile, inspect, launch, check, time and profile a Solution; usable without the agent."""
