@@ -90,8 +90,12 @@ class _Evaluator:
         except (AnswerError, SpecError) as e:
             return StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=str(e))
         sol = self.art.solution
-        detail = {"language": sol.language, "source_lines": sol.source.count("\n") + 1,
-                  "launches": len(sol.launch.launches), "solution_hash": sol.content_hash}  # fmt: skip
+        detail = {
+            "language": sol.language,
+            "source_lines": sol.source.count("\n") + 1,
+            "launches": len(sol.launch.launches),
+            "solution_hash": sol.content_hash,
+        }
         return StageResult(name=Stage.EXTRACT, state=StageState.PASSED, detail=detail)
 
     def _compile(self) -> StageResult:
@@ -113,7 +117,9 @@ class _Evaluator:
         kernels = sass.kernel_summaries(opcodes)
         self.art.extra["sass_opcodes"] = opcodes
         local = {k.name: k.local_memory for k in kernels if k.local_memory}
-        notes = [f"{name}: local memory traffic {ops} (spills or a run-time-indexed array)" for name, ops in local.items()]
+        notes = [
+            f"{name}: local memory traffic {ops} (spills or a run-time-indexed array)" for name, ops in local.items()
+        ]
         missing = [g for g, p in presence.items() if not p.sass]
         if missing:
             notes.append(f"not in the SASS: {', '.join(missing)} (required at run time)")
@@ -139,7 +145,8 @@ class _Evaluator:
             return self._finish(Status.UNVERIFIED, f"compiled and checked statically; GPU stages skipped: {reason}")
         outcome = self.gpu.evaluate(self.task, self.arch, self.art.compiled, self.art.plan, self.options)
         self.stages += outcome.stages
-        return self._finish(outcome.status, outcome.message, **outcome.metrics)
+        device = (self.gpu.device_info() or {}).get("name")
+        return self._finish(outcome.status, outcome.message, device=device, **outcome.metrics)
 
     def _finish(self, status: Status, message: str, **metrics) -> Evaluation:
         sol = self.art.solution

@@ -1,0 +1,71 @@
+"""`python -m tools.evaluate --task T --arch A ANSWER.md [--json]`: one attempt through every stage
+(extract → compile → sass → abi → run → check → time → profile), with a report a person can read or one
+JSON object. Exit 0 when the report was produced (whatever the kernel did), 2 on bad usage."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from tasks import get_task
+from tools.compile import InputError, read_text
+from tools.gpu.service import GpuService
+from tools.pipeline import EvalOptions, evaluate_answer
+from tools.schema import Arch, Evaluation, StageState, UnknownName
+
+MARK = {StageState.PASSED: "ok  ", StageState.FAILED: "FAIL", StageState.SKIPPED: "skip"}
+
+
+def render(ev: Evaluation) -> str:
+    lines = [f"{ev.task} on {ev.arch}: {ev.status.upper()}" + (f" ({ev.device})" if ev.device else "")]
+    for stage in ev.stages:
+        lines.append(f"  [{MARK[stage.state]}] {stage.name:8s} {stage.seconds:7.2f} s")
+        for text in stage.message.splitlines()[:14]:
+            lines.append(f"           {text}")
+    if ev.speedup is not None:
+        lines.append(
+            f"speedup {ev.speedup:.3f}×: {ev.kernel_ms:.4f} ms vs baseline {ev.baseline_ms:.4f} ms, "
+            f"{ev.tflops:.0f} TFLOP/s"
+        )
+    if ev.targets_met is not None:
+        lines.append(f"targets met: {ev.targets_met}; executed: {ev.target_counts}; paper tag: {ev.paper_tag}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.evaluate", description=__doc__)
+    parser.add_argument("answer", type=Path, help="a Markdown answer: one ```ptx or ```cuda block and one ```json")
+    parser.add_argument("--task", required=True)
+    parser.add_argument("--arch", required=True)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--no-time", action="store_true", help="skip timing against the baseline")
+    parser.add_argument("--no-profile", action="store_true", help="skip the Nsight Compute instruction profile")
+    parser.add_argument("--memcheck", action="store_true", help="also run compute-sanitizer's memcheck")
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=120.0, help="wall-clock limit of the GPU stages (s)")
+    parser.add_argument("--device", type=int, default=0, help="GPU ordinal")
+    args = parser.parse_args(argv)
+    try:
+        task, arch = get_task(args.task), Arch.resolve(args.arch)
+        text = read_text(args.answer)
+    except (UnknownName, InputError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    options = EvalOptions(
+        trials=args.trials,
+        seed=args.seed,
+        time=not args.no_time,
+        profile=not args.no_profile,
+        memcheck=args.memcheck,
+        timeout_s=args.timeout,
+    )
+    with GpuService(args.device) as gpu:
+        evaluation = evaluate_answer(text, task, arch, options, gpu)
+    print(evaluation.model_dump_json(indent=2) if args.json else render(evaluation))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Poisoning outputs and comparing them with the fp32 reference, with statistics a model can act on."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from pydantic import BaseModel
+
+# NaN bit patterns with a payload no arithmetic produces, so "never written" is told apart from "NaN".
+POISON_BITS = {
+    torch.bfloat16: (torch.int16, 0x7FA5),
+    torch.float16: (torch.int16, 0x7E5A),
+    torch.float32: (torch.int32, 0x7FA5A5A5),
+}
+
+
+def poison(t: torch.Tensor) -> None:
+    """Fill with the poison pattern (NaN with a payload for floats, 0xA5 bytes otherwise)."""
+    if t.dtype in POISON_BITS:
+        view, bits = POISON_BITS[t.dtype]
+        t.view(view).fill_(bits)
+    else:
+        t.view(torch.uint8).fill_(0xA5)
+
+
+def unwritten_mask(t: torch.Tensor) -> torch.Tensor:
+    if t.dtype in POISON_BITS:
+        view, bits = POISON_BITS[t.dtype]
+        return t.view(view) == bits
+    return (t.view(torch.uint8) == 0xA5).view(*t.shape, -1).all(-1)
+
+
+class OutputCheck(BaseModel):
+    """How one output compares with the reference."""
+
+    name: str
+    passed: bool
+    rel_l2: float  # ‖out − ref‖₂ / ‖ref‖₂ (NaN when any element is unwritten or non-finite)
+    tolerance: float
+    max_abs_err: float
+    max_abs_at: list[int] | None
+    max_rel_err: float  # |err| / max(|ref|, 1e-3·rms(ref))
+    max_rel_at: list[int] | None
+    out_of_tolerance: int  # elements with |err| > tol·(|ref| + rms(ref))
+    nonfinite: int  # NaN/Inf the kernel wrote
+    unwritten: int  # elements still holding the poison pattern
+    elements: int
+    bad_region: list[list[int]] | None  # per dim [first, last] index holding an unwritten or out-of-tolerance element
+
+    def summary(self, dims: list[str]) -> str:
+        if self.passed:
+            return f"{self.name}: ok (rel L2 {self.rel_l2:.2e} ≤ {self.tolerance:g})"
+        parts = []
+        if self.unwritten:
+            parts.append(f"{self.unwritten:,} of {self.elements:,} elements never written")
+        if self.nonfinite:
+            parts.append(f"{self.nonfinite:,} NaN/Inf written")
+        if math.isfinite(self.rel_l2):
+            parts.append(f"rel L2 error {self.rel_l2:.3e} (tolerance {self.tolerance:g})")
+        parts.append(f"{self.out_of_tolerance:,} elements out of tolerance")
+        if self.max_abs_at is not None:
+            parts.append(f"max abs error {self.max_abs_err:.3g} at {_index(self.name, dims, self.max_abs_at)}")
+        if self.bad_region:
+            span = ", ".join(f"{d}={a}..{b}" for d, (a, b) in zip(dims, self.bad_region, strict=False))
+            parts.append(f"bad elements lie within {span}")
+        return f"{self.name}: MISMATCH — " + "; ".join(parts)
+
+
+def _index(name: str, dims: list[str], at: list[int]) -> str:
+    return f"{name}[" + ", ".join(f"{d}={i}" for d, i in zip(dims, at, strict=False)) + "]"
+
+
+def _unravel(flat: int, shape: torch.Size) -> list[int]:
+    out = []
+    for n in reversed(shape):
+        out.append(flat % n)
+        flat //= n
+    return out[::-1]
+
+
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor, tolerance: float) -> OutputCheck:
+    """Compare one output (any float dtype) with its fp32 reference."""
+    unwritten = unwritten_mask(out)
+    n_unwritten = int(unwritten.sum())
+    got = out.float().masked_fill(unwritten, 0.0)
+    finite = torch.isfinite(got)
+    n_nonfinite = int((~finite).sum())
+    err = (got - ref).masked_fill(~finite | unwritten, 0.0).abs_()
+    ref_norm = float(torch.linalg.vector_norm(ref, dtype=torch.float64))
+    rms = ref_norm / math.sqrt(max(ref.numel(), 1))
+    if n_unwritten or n_nonfinite:
+        rel_l2 = math.nan
+    else:
+        rel_l2 = float(torch.linalg.vector_norm(err, dtype=torch.float64)) / max(ref_norm, 1e-30)
+    max_abs, at_abs = torch.max(err.view(-1), 0)
+    rel = err / torch.clamp(ref.abs(), min=max(1e-3 * rms, 1e-30))
+    max_rel, at_rel = torch.max(rel.view(-1), 0)
+    bad = (err > tolerance * (ref.abs() + rms)) | unwritten | ~finite
+    return OutputCheck(
+        name=name,
+        passed=n_unwritten == 0 and n_nonfinite == 0 and rel_l2 <= tolerance,
+        rel_l2=rel_l2,
+        tolerance=tolerance,
+        max_abs_err=float(max_abs),
+        max_abs_at=_unravel(int(at_abs), out.shape) if out.numel() else None,
+        max_rel_err=float(max_rel),
+        max_rel_at=_unravel(int(at_rel), out.shape) if out.numel() else None,
+        out_of_tolerance=int(bad.sum()),
+        nonfinite=n_nonfinite,
+        unwritten=n_unwritten,
+        elements=out.numel(),
+        bad_region=_region(bad),
+    )
+
+
+def _region(mask: torch.Tensor) -> list[list[int]] | None:
+    """[first, last] index per dim of the True elements, or None when there are none."""
+    if not bool(mask.any()):
+        return None
+    region = []
+    for d in range(mask.dim()):
+        others = [i for i in range(mask.dim()) if i != d]
+        along = mask.amax(dim=others) if others else mask
+        idx = torch.nonzero(along).view(-1)
+        region.append([int(idx[0]), int(idx[-1])])
+    return region

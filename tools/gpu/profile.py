@@ -1,0 +1,180 @@
+"""Run-time proof that the target instructions executed: Nsight Compute on the torch-free launcher, counting
+executed SASS instructions per opcode (warp-level and predicate-true thread-level), then per target group.
+
+Without ncu, or when ncu is refused, the stage is `skipped` with the reason: never a failure of the kernel."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from tools.gpu import launcher
+from tools.plan import LaunchPlan
+from tools.schema import Stage, StageResult, StageState, TargetGroup
+
+WARP = "sass__inst_executed_per_opcode"
+THREAD = "sass__thread_inst_executed_true_per_opcode"
+MODIFIERS = "sass__inst_executed_per_opcode_with_modifier_all"
+METRICS = (WARP, THREAD, MODIFIERS)
+_PAIR = re.compile(r"([A-Z][\w.]*)\s*:\s*([\d,]+)")
+
+
+def find_ncu() -> Path | None:
+    """Nsight Compute's CLI: PTXBENCH_NCU, PATH, the usual install folder, then CUDA_HOME."""
+    candidates = [os.environ.get("PTXBENCH_NCU"), shutil.which("ncu")]
+    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
+    if os.environ.get("CUDA_HOME"):
+        candidates.append(os.path.join(os.environ["CUDA_HOME"], "bin", "ncu"))
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+def parse_counts(cell: str) -> Counter[str]:
+    """`766,464 (IMAD: 103,424; HGMMA: 32,768)` → Counter({'IMAD': 103424, 'HGMMA': 32768})."""
+    inner = cell[cell.find("(") + 1 : cell.rfind(")")] if "(" in cell else ""
+    return Counter({op: int(n.replace(",", "")) for op, n in _PAIR.findall(inner)})
+
+
+def parse_report(csv_text: str) -> list[dict[str, Any]]:
+    """One entry per profiled launch: kernel name and a Counter per metric."""
+    rows = list(csv.reader(line for line in csv_text.splitlines() if line.startswith('"')))
+    header_at = next((i for i, r in enumerate(rows) if WARP in r), None)
+    if header_at is None:
+        return []
+    header = rows[header_at]
+    name_col = header.index("Kernel Name") if "Kernel Name" in header else None
+    launches = []
+    for row in rows[header_at + 2 :]:  # skip the units row
+        if len(row) != len(header):
+            continue
+        entry = {"kernel": row[name_col] if name_col is not None else "?"}
+        for metric in METRICS:
+            if metric in header:
+                entry[metric] = parse_counts(row[header.index(metric)])
+        launches.append(entry)
+    return launches
+
+
+def summarize(launches: list[dict[str, Any]], groups: list[TargetGroup]) -> dict[str, Any]:
+    """Per-group executed counts, targets_met, the paper's tag and a compact opcode mix."""
+    warp: Counter[str] = Counter()
+    thread: Counter[str] = Counter()
+    modifiers: Counter[str] = Counter()
+    for launch in launches:
+        warp.update(launch.get(WARP, {}))
+        thread.update(launch.get(THREAD, {}))
+        modifiers.update(launch.get(MODIFIERS, {}))
+    counts, thread_counts, variants = {}, {}, {}
+    for g in groups:
+        match = [op for op in warp if any(re.search(p, op) for p in g.sass_patterns)]
+        counts[g.name] = sum(warp[op] for op in match)
+        thread_counts[g.name] = sum(thread[op] for op in match)
+        variants[g.name] = {
+            op: n for op, n in modifiers.most_common() if any(re.search(p, op) for p in g.sass_patterns)
+        }
+    total = sum(warp.values()) or 1
+    mix = [[op, n, round(100 * n / total, 2)] for op, n in warp.most_common(12)]
+    return {
+        "target_counts": counts,
+        "target_thread_counts": thread_counts,
+        "target_variants": variants,
+        "targets_met": all(counts[g.name] > 0 for g in groups if g.required),
+        "paper_tag": any(counts[g.name] > 0 for g in groups if g.paper_tag),
+        "opcode_mix": mix,
+        "instructions": sum(warp.values()),
+    }
+
+
+def profile_stage(
+    cubin: bytes, plan: LaunchPlan, groups: list[TargetGroup], device: int, timeout_s: float
+) -> tuple[StageResult, dict[str, Any]]:
+    start = time.perf_counter()
+    ncu = find_ncu()
+    if ncu is None:
+        return _skipped("Nsight Compute (ncu) is not installed here", start), {}
+    kernels = sorted({launch.kernel for launch in plan.launches})
+    with tempfile.TemporaryDirectory(prefix="ptxbench-ncu-") as tmp:
+        bundle = launcher.write_bundle(Path(tmp) / "bundle", cubin, plan)
+        report = Path(tmp) / "profile"
+        cmd = [
+            str(ncu),
+            "--clock-control",
+            "none",
+            "--target-processes",
+            "all",
+            "-k",
+            "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$",
+            "-c",
+            str(len(plan.launches)),
+            "--metrics",
+            ",".join(METRICS),
+            "-f",
+            "-o",
+            str(report),
+            *launcher.command(bundle),
+        ]
+        try:
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout_s, env=launcher.environment(device)
+            )
+            if done.returncode != 0 or not report.with_suffix(".ncu-rep").is_file():
+                return _skipped(f"ncu did not produce a report: {_tail(done.stdout + done.stderr)}", start), {}
+            raw = subprocess.run(
+                [
+                    str(ncu),
+                    "-i",
+                    str(report.with_suffix(".ncu-rep")),
+                    "--page",
+                    "raw",
+                    "--csv",
+                    "--print-metric-instances",
+                    "details",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired:
+            return _skipped(f"ncu did not finish within {timeout_s:.0f} s", start), {}
+    launches = parse_report(raw.stdout)
+    if not launches:
+        return _skipped(f"ncu's report held no launches of {', '.join(kernels)}: {_tail(raw.stdout)}", start), {}
+    summary = summarize(launches, groups)
+    lines = []
+    for g in groups:
+        n = summary["target_counts"][g.name]
+        ops = ", ".join(f"{op} {c:,}" for op, c in list(summary["target_variants"][g.name].items())[:3])
+        lines.append(
+            f"{g.name} executed: {n:,} warp instructions"
+            + (f" ({ops})" if ops else "")
+            + ("" if n or not g.required else " — required, but none ran")
+        )
+    mix = ", ".join(f"{op} {share}%" for op, _, share in summary["opcode_mix"][:10])
+    lines.append(f"targets met: {'yes' if summary['targets_met'] else 'NO'}; opcode mix (warp-level): {mix}")
+    stage = StageResult(
+        name=Stage.PROFILE,
+        state=StageState.PASSED,
+        message="\n".join(lines),
+        detail={**summary, "launches_profiled": len(launches)},
+        seconds=time.perf_counter() - start,
+    )
+    metrics = {k: summary[k] for k in ("target_counts", "targets_met", "paper_tag")}
+    return stage, metrics
+
+
+def _skipped(reason: str, start: float) -> StageResult:
+    return StageResult(
+        name=Stage.PROFILE, state=StageState.SKIPPED, message=reason, seconds=time.perf_counter() - start
+    )
+
+
+def _tail(text: str, chars: int = 600) -> str:
+    return " ".join(text.strip().split())[-chars:] or "(no output)"

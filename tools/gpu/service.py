@@ -1,0 +1,241 @@
+"""The evaluation service: the caller's side of one GPU. It keeps a long-lived worker process
+(tools/gpu/worker.py, a fresh interpreter spawned with `python -m`, so none of the caller's modules —
+langgraph, openai — load into it), enforces a wall-clock limit per attempt, and kills and restarts the
+worker after a hang, a crash or a sticky CUDA error. No kernel can take the caller down.
+
+Profiling (Nsight Compute) and memcheck (compute-sanitizer) run here, on the torch-free launcher."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tools.compiler import CompileResult
+from tools.gpu import memcheck, profile
+from tools.plan import LaunchPlan
+from tools.schema import Arch, Stage, StageResult, StageState, Status, Task
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+TIMEOUT_HINT = (
+    "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "
+    "copies deliver), barriers that not every thread reaches, and loops whose bounds come from uninitialised values"
+)
+
+
+class GpuOutcome(BaseModel):
+    """What the GPU stages add to an Evaluation."""
+
+    status: Status
+    message: str
+    stages: list[StageResult]
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+class GpuService:
+    """One GPU's worker process, started on first use and restarted whenever it must be."""
+
+    def __init__(self, device: int = 0, start_timeout_s: float = 300.0):
+        self.device = device
+        self.start_timeout_s = start_timeout_s
+        self._proc: subprocess.Popen | None = None
+        self._lines: queue.Queue = queue.Queue()
+        fd, log_path = tempfile.mkstemp(prefix=f"ptxbench-worker{device}-", suffix=".log")
+        self._log_path = Path(log_path)
+        self._log = os.fdopen(fd, "w")
+        self._info: dict | None = None
+        self._probe_error: str | None = None
+        self.restarts = 0
+        self.last_start_s: float | None = None
+
+    # ---------------------------------------------------------------------------------- availability
+
+    def device_info(self) -> dict | None:
+        """The device's name and capability, asked of the driver here (no context is created)."""
+        if self._info is None and self._probe_error is None:
+            try:
+                from tools.gpu.driver import device_summary
+
+                self._info = device_summary(self.device)
+            except Exception as e:  # no driver, no device, or a broken installation
+                self._probe_error = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return self._info
+
+    def unavailable_reason(self, arch: Arch) -> str | None:
+        info = self.device_info()
+        if info is None:
+            return f"no usable NVIDIA GPU here ({self._probe_error})"
+        cc = tuple(info["capability"])
+        if cc != arch.compute_capability:
+            return (
+                f"the GPU here is {info['name']} (sm_{cc[0]}{cc[1]}); a {arch} solution cannot run on it, "
+                "so its GPU stages are skipped"
+            )
+        return None
+
+    # --------------------------------------------------------------------------------------- worker
+
+    def _start(self) -> None:
+        start = time.perf_counter()
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(self.device), PYTHONUNBUFFERED="1")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.gpu.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env=env,
+            text=True,
+            start_new_session=True,  # its own process group, so a kill takes its children too
+        )
+        self._lines = queue.Queue()
+        threading.Thread(target=self._read, args=(self._proc, self._lines), daemon=True).start()
+        message = self._next(self.start_timeout_s)
+        if message is None or "ready" not in message:
+            reason = (message or {}).get("fatal") or self._log_tail() or "it exited"
+            self._kill()
+            raise RuntimeError(f"the GPU worker did not start: {reason}")
+        self.last_start_s = time.perf_counter() - start
+
+    @staticmethod
+    def _read(proc: subprocess.Popen, lines: queue.Queue) -> None:
+        for line in proc.stdout:
+            try:
+                lines.put(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        lines.put(None)  # end of stream: the worker exited
+
+    def _next(self, timeout_s: float) -> dict | None:
+        """The worker's next message; None if it exited; raises queue.Empty on time-out."""
+        return self._lines.get(timeout=max(timeout_s, 0.01))
+
+    def _kill(self) -> None:
+        if self._proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self._proc = None
+
+    def restart(self) -> float:
+        """Kill the worker and start a fresh one; returns the seconds it took."""
+        start = time.perf_counter()
+        self._kill()
+        self._start()
+        self.restarts += 1
+        return time.perf_counter() - start
+
+    def _log_tail(self, chars: int = 1500) -> str:
+        try:
+            return self._log_path.read_text(errors="replace")[-chars:].strip()
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                self._proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self._proc.stdin.flush()
+                self._proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self._kill()
+
+    def __enter__(self) -> GpuService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------------------------- evaluation
+
+    def evaluate(self, task: Task, arch: Arch, compiled: CompileResult, plan: LaunchPlan, options) -> GpuOutcome:
+        """run → check → time in the worker, then profile and memcheck here; stops at the first failure."""
+        seed = options.seed if options.seed is not None else int.from_bytes(os.urandom(4), "little") % 10**6
+        request = {
+            "op": "evaluate",
+            "task": task.name,
+            "plan": plan.model_dump(mode="json"),
+            "cubin": base64.b64encode(compiled.cubin).decode(),
+            "options": {"trials": options.trials, "seed": seed, "time": options.time},
+        }
+        outcome = self._in_worker(request, options.timeout_s)
+        if outcome.status is not Status.PASSED:
+            return outcome
+        groups = task.targets[arch]
+        if options.profile:
+            stage, metrics = profile.profile_stage(compiled.cubin, plan, groups, self.device, options.timeout_s)
+            outcome.stages.append(stage)
+            outcome.metrics.update(metrics)
+        if options.memcheck:
+            stage = memcheck.memcheck_stage(compiled.cubin, plan, self.device, max(options.timeout_s, 600))
+            outcome.stages.append(stage)
+            if stage.state is StageState.FAILED:
+                outcome.status, outcome.message = Status.RUNTIME_ERROR, f"memcheck: {stage.message}"
+                outcome.metrics = {k: v for k, v in outcome.metrics.items() if k != "speedup"}
+        return outcome
+
+    def _in_worker(self, request: dict, timeout_s: float) -> GpuOutcome:
+        if self._proc is None or self._proc.poll() is not None:
+            try:
+                self._start()
+            except RuntimeError as e:
+                return GpuOutcome(status=Status.RUNTIME_ERROR, message=str(e), stages=[])
+        try:
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+        except OSError:  # it died since the last attempt; one fresh start
+            self._kill()
+            return self._in_worker(request, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        stages: list[StageResult] = []
+        current = "run"
+        while True:
+            try:
+                message = self._next(deadline - time.monotonic())
+            except queue.Empty:
+                self._kill()  # the next attempt starts a fresh worker
+                self.restarts += 1
+                text = f"no result within {timeout_s:.0f} s (during the {current} stage): {TIMEOUT_HINT}"
+                stages.append(StageResult(name=Stage(current), state=StageState.FAILED, message=text))
+                return GpuOutcome(status=Status.TIMEOUT, message=text, stages=stages)
+            if message is None:
+                code = self._proc.wait()
+                tail = self._log_tail(600)
+                self._proc = None
+                text = f"the GPU worker died (exit code {code}) during the {current} stage" + (
+                    f"; its last output: {tail}" if tail else ""
+                )
+                stages.append(StageResult(name=Stage(current), state=StageState.FAILED, message=text))
+                return GpuOutcome(status=Status.RUNTIME_ERROR, message=text, stages=stages)
+            if "progress" in message:
+                current = message["progress"]
+            elif "stage_done" in message:
+                stages.append(StageResult.model_validate(message["stage_done"]))
+            elif "result" in message:
+                result = message["result"]
+                if result.get("sticky"):
+                    self._kill()  # the next attempt starts a fresh worker
+                    self.restarts += 1
+                if result.get("error"):
+                    stages.append(
+                        StageResult(name=Stage(current), state=StageState.FAILED, message=result["error"][-2000:])
+                    )
+                metrics = {k: v for k, v in result["metrics"].items() if v is not None}
+                return GpuOutcome(
+                    status=Status(result["status"]), message=result["message"], stages=stages, metrics=metrics
+                )

@@ -1,0 +1,319 @@
+"""The GPU worker: a long-lived process that owns one GPU's CUDA context and runs the run → check → time
+stages of each attempt. It speaks JSON lines on stdin/stdout (see tools/gpu/service.py, the caller) and
+imports only torch, cuda.bindings, pydantic and this repository's tasks/ and tools/ modules.
+
+The candidate never sees the reference result: the reference is computed from a pristine copy of the
+inputs after the candidate's launches have finished."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from tasks import get_task
+from tasks.baselines import prepare_baseline
+from tasks.inputs import TORCH_DTYPES, draw_inputs
+from tasks.references import run_reference
+from tools.expr import evaluate
+from tools.gpu import driver
+from tools.gpu.check import OutputCheck, compare, poison
+from tools.gpu.timing import L2Flush, TimingOptions, time_cold
+from tools.plan import LaunchPlan
+from tools.schema import DTYPE_BYTES, Stage, StageResult, StageState, Status, Task
+
+RECHECK_SEED_OFFSET = 1_000_003
+
+
+class AttemptFailed(Exception):
+    """Ends an attempt early with a status, a failed stage and a model-readable message."""
+
+    def __init__(self, status: Status, stage: Stage, message: str, sticky: bool = False, detail: dict | None = None):
+        super().__init__(message)
+        self.status, self.stage, self.sticky, self.detail = status, stage, sticky, detail or {}
+
+
+class Worker:
+    def __init__(self, emit):
+        self.emit = emit
+        self.device = torch.device("cuda", 0)
+        torch.cuda.set_device(self.device)
+        torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
+        torch.backends.cudnn.allow_tf32 = False
+        self.info = driver.device_summary(0)
+        self.flush = L2Flush(self.info["l2_bytes"], self.device)
+        self.baselines: dict[str, dict[str, Any]] = {}  # task name → timing and check, for this worker's life
+
+    def evaluate(self, request: dict) -> dict:
+        attempt = _Attempt(
+            self,
+            get_task(request["task"]),
+            LaunchPlan.model_validate(request["plan"]),
+            base64.b64decode(request["cubin"]),
+            request.get("options", {}),
+        )
+        return attempt.run()
+
+
+class _Attempt:
+    def __init__(self, worker: Worker, task: Task, plan: LaunchPlan, cubin: bytes, options: dict):
+        self.worker, self.task, self.plan, self.cubin = worker, task, plan, cubin
+        self.trials = int(options.get("trials", 3))
+        self.seed = int(options.get("seed", 0))
+        self.do_time = bool(options.get("time", True))
+        self.timing = TimingOptions(**options.get("timing", {}))
+        self.module = None
+        self.metrics: dict[str, Any] = {}
+        self.launches_done = 0
+
+    # ----------------------------------------------------------------------------------------- flow
+
+    def run(self) -> dict:
+        status, message, sticky = Status.PASSED, "", False
+        try:
+            self._stage(Stage.RUN, self._run)
+            self._stage(Stage.CHECK, self._check)
+            if self.do_time:
+                self._stage(Stage.TIME, self._time)
+            message = self._passed_message()
+        except AttemptFailed as e:
+            status, message, sticky = e.status, str(e), e.sticky
+            failed = StageResult(name=e.stage, state=StageState.FAILED, message=str(e), detail=e.detail)
+            self.worker.emit({"stage_done": failed.model_dump(mode="json")})
+        if self.module is not None and not sticky:
+            driver.call(driver.cu.cuModuleUnload, self.module)
+        return {"status": status, "message": message, "metrics": self.metrics, "sticky": sticky}
+
+    def _stage(self, stage: Stage, fn) -> None:
+        self.current = stage
+        self.worker.emit({"progress": str(stage)})
+        start = time.perf_counter()
+        message, detail = fn()
+        result = StageResult(
+            name=stage, state=StageState.PASSED, message=message, detail=detail, seconds=time.perf_counter() - start
+        )
+        self.worker.emit({"stage_done": result.model_dump(mode="json")})
+
+    # --------------------------------------------------------------------------------------- stages
+
+    def _run(self) -> tuple[str, dict]:
+        dev = self.worker.device
+        try:
+            self.buffers = {
+                b.name: torch.empty(b.shape, dtype=TORCH_DTYPES[b.dtype], device=dev) for b in self.plan.buffers
+            }
+        except torch.cuda.OutOfMemoryError:
+            total = sum(math.prod(b.shape) * DTYPE_BYTES[b.dtype] for b in self.plan.buffers)
+            raise AttemptFailed(
+                Status.LAUNCH_ERROR,
+                Stage.RUN,
+                f"the task tensors and scratch buffers ({total / 2**30:.1f} GiB) do not fit in GPU memory",
+            ) from None
+        addresses = {name: t.data_ptr() for name, t in self.buffers.items()}
+        try:
+            self.module = driver.load_module(self.cubin)
+            self.launches = driver.prepare_launches(self.module, self.plan, addresses)
+        except driver.LaunchError as e:
+            raise AttemptFailed(Status.LAUNCH_ERROR, Stage.RUN, str(e)) from None
+        except driver.CudaError as e:
+            raise AttemptFailed(Status.LAUNCH_ERROR, Stage.RUN, f"loading the module failed: {e}") from None
+        self.stream = torch.cuda.current_stream(dev).cuda_stream
+        self.first = self._execute(self.seed, "trial 1")
+        detail = {"launches": [p.item.model_dump(exclude={"args"}) for p in self.launches]}
+        return f"{len(self.launches)} launch(es) completed", detail
+
+    def _check(self) -> tuple[str, dict]:
+        trials = []
+        for t in range(self.trials):
+            seed = self.seed + t
+            inputs = self.first if t == 0 else self._execute(seed, f"trial {t + 1}")
+            checks = self._compare(inputs)
+            trials.append({"seed": seed, "outputs": [c.model_dump() for c in checks]})
+            failed = [c for c in checks if not c.passed]
+            if failed:
+                dims = {o.name: o.shape for o in self.task.outputs}
+                lines = [c.summary(dims[c.name]) for c in failed]
+                raise AttemptFailed(
+                    Status.MISMATCH,
+                    Stage.CHECK,
+                    f"trial {t + 1} of {self.trials} (seed {seed}): " + "\n".join(lines),
+                    detail={"trials": trials},
+                )
+        worst = {o.name: max(tr["outputs"][i]["rel_l2"] for tr in trials) for i, o in enumerate(self.task.outputs)}
+        message = f"{self.trials} trials passed; worst rel L2 error: " + ", ".join(
+            f"{k} {v:.2e}" for k, v in worst.items()
+        )
+        return message, {"trials": trials, "seeds": [self.seed + t for t in range(self.trials)]}
+
+    def _time(self) -> tuple[str, dict]:
+        inputs = self._fill(self.seed + self.trials)
+        with self._faults("timing the candidate"):
+            kernel = time_cold(self._launch_sequence, self.worker.flush, self.timing)
+        self.launches_done += kernel.runs + self.timing.warmup + 1
+        flops = evaluate(self.task.flops, self.task.dims)
+        self.metrics.update(kernel_ms=kernel.ms, tflops=flops / (kernel.ms * 1e-3) / 1e12)
+        try:
+            baseline = self._baseline(inputs)
+        except Exception as e:  # the library's failure, not the candidate's: report the kernel's time alone
+            self._recheck()
+            return f"candidate {kernel.line()}\nbaseline unavailable: {e}", {"kernel": kernel.model_dump()}
+        speedup = baseline["timing"].ms / kernel.ms
+        self.metrics.update(baseline_ms=baseline["timing"].ms, speedup=speedup)
+        seed = self._recheck()
+        lib = self.task.baseline.library
+        message = (
+            f"candidate {kernel.line()}\n{lib} {baseline['timing'].line()}\n"
+            f"speedup {speedup:.3f}× ({lib} time / candidate time); "
+            f"{self.metrics['tflops']:.0f} TFLOP/s vs {flops / (baseline['timing'].ms * 1e-3) / 1e12:.0f}"
+        )
+        detail = {
+            "kernel": kernel.model_dump(),
+            "baseline": baseline["timing"].model_dump(),
+            "baseline_library": lib,
+            "baseline_rel_l2": baseline["rel_l2"],
+            "speedup": speedup,
+            "tflops": self.metrics["tflops"],
+            "recheck_seed": seed,
+        }
+        return message, detail
+
+    # -------------------------------------------------------------------------------------- helpers
+
+    def _recheck(self) -> int:
+        """Fresh inputs, same loaded module: state kept between launches shows up here."""
+        seed = self.seed + RECHECK_SEED_OFFSET
+        failed = [c for c in self._compare(self._execute(seed, "re-check after timing")) if not c.passed]
+        if failed:
+            dims = {o.name: o.shape for o in self.task.outputs}
+            self.metrics.clear()
+            raise AttemptFailed(
+                Status.MISMATCH,
+                Stage.TIME,
+                f"correct in the check stage, but wrong when re-checked (seed {seed}) after "
+                f"{self.launches_done} executions: the kernel must not keep state between launches.\n"
+                + "\n".join(c.summary(dims[c.name]) for c in failed),
+            )
+        return seed
+
+    def _fill(self, seed: int) -> dict[str, torch.Tensor]:
+        """Fresh inputs into the input buffers; outputs poisoned. Returns a pristine copy of the inputs."""
+        inputs = draw_inputs(self.task, self.task.dims, seed, self.worker.device)
+        for name, value in inputs.items():
+            self.buffers[name].copy_(value)
+        for spec in self.task.outputs:
+            poison(self.buffers[spec.name])
+        return inputs
+
+    def _launch_sequence(self) -> None:
+        for b in self.plan.buffers:
+            if b.role == "scratch":
+                buf = self.buffers[b.name]
+                buf.zero_() if b.init == "zero" else buf.view(torch.uint8).fill_(0xFF)
+        for launch in self.launches:
+            launch.launch(self.stream)
+
+    def _execute(self, seed: int, what: str) -> dict[str, torch.Tensor]:
+        inputs = self._fill(seed)
+        with self._faults(what):
+            self._launch_sequence()
+        self.launches_done += 1
+        return inputs
+
+    @contextmanager
+    def _faults(self, what: str):
+        """Run the block, wait for the GPU, and turn driver errors into a failure of the current stage."""
+        try:
+            yield
+            driver.synchronize()
+        except driver.LaunchError as e:
+            raise AttemptFailed(Status.LAUNCH_ERROR, self.current, str(e)) from None
+        except driver.CudaError as e:
+            raise AttemptFailed(
+                Status.RUNTIME_ERROR,
+                self.current,
+                f"{what}: the kernel faulted: {e.name} ({e.description}). {e.hint}",
+                sticky=e.sticky,
+            ) from None
+        except RuntimeError as e:  # torch surfaces an earlier asynchronous fault this way
+            raise AttemptFailed(
+                Status.RUNTIME_ERROR, self.current, f"{what}: the kernel faulted: {e}", sticky=True
+            ) from None
+
+    def _compare(self, inputs: dict[str, torch.Tensor]) -> list[OutputCheck]:
+        changed = [n for n, v in inputs.items() if not torch.equal(self.buffers[n], v)]
+        if changed:
+            raise AttemptFailed(
+                Status.MISMATCH,
+                self.current,
+                f"the kernel wrote into its input(s) {', '.join(changed)}; inputs are read-only",
+            )
+        reference = run_reference(self.task.reference, inputs, self.task.params)
+        return [
+            compare(o.name, self.buffers[o.name], reference[o.name], self.task.tolerance) for o in self.task.outputs
+        ]
+
+    def _baseline(self, inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
+        cached = self.worker.baselines.get(self.task.name)
+        if cached is None:
+            run = prepare_baseline(self.task.baseline.call, inputs, self.task.params)
+            reference = run_reference(self.task.reference, inputs, self.task.params)
+            outputs = run()
+            rel = {n: compare(n, outputs[n].contiguous(), reference[n], self.task.tolerance).rel_l2 for n in outputs}
+            cached = {"timing": time_cold(run, self.worker.flush, self.timing), "rel_l2": rel}
+            self.worker.baselines[self.task.name] = cached
+        return cached
+
+    def _passed_message(self) -> str:
+        if "speedup" in self.metrics:
+            return (
+                f"correct; {self.metrics['kernel_ms']:.4f} ms vs {self.task.baseline.library} "
+                f"{self.metrics['baseline_ms']:.4f} ms: speedup {self.metrics['speedup']:.3f}×"
+            )
+        return "correct (not timed)"
+
+
+def main() -> None:
+    # The protocol owns the original stdout; anything else printing to fd 1 (libraries) goes to stderr.
+    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def emit(message: dict) -> None:
+        protocol.write(json.dumps(message) + "\n")
+
+    try:
+        worker = Worker(emit)
+    except Exception as e:
+        emit({"fatal": f"the GPU worker could not start: {e}"})
+        return
+    emit({"ready": worker.info})
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("op") == "exit":
+            return
+        try:
+            result = worker.evaluate(request) if request.get("op") == "evaluate" else {"pong": True}
+        except Exception:
+            result = {
+                "status": Status.RUNTIME_ERROR,
+                "message": "internal error in the GPU worker",
+                "error": traceback.format_exc(),
+                "sticky": True,
+                "stages": [],
+                "metrics": {},
+            }
+        emit({"result": result})
+        if result.get("sticky"):
+            return  # the context is unusable: let the caller start a fresh worker
+
+
+if __name__ == "__main__":
+    main()
