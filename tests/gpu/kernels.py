@@ -11,7 +11,8 @@ GEMM_CUDA = r"""
 #define TILE 64
 #define KT 16
 
-__device__ unsigned int g_runs;  // only the stateful variant uses it
+__device__ unsigned int g_runs;         // launches completed; only the stateful variant uses these
+__device__ unsigned int g_blocks_done;  // blocks of the current launch that finished
 
 __device__ __forceinline__ void store_bf16(__nv_bfloat16* p, float v) {
   unsigned short bits;
@@ -73,10 +74,13 @@ VARIANTS = {
     "race": {"/*BARRIER*/": ""},
     # Spins until A's first two elements are both 0xFFFF (a NaN the input draw never makes).
     "hang": {"/*HANG*/": "while (*(volatile const unsigned int*)A != 0xFFFFFFFFu) {}"},
-    # Skips all work from the 4th launch on: correct in 3 check trials, wrong after timing.
+    # Skips all work once 3 launches have completed (the last block to finish counts a launch):
+    # correct in 3 check trials, wrong after timing.
     "stateful": {
         "/*STATE_CHECK*/": "if (*(volatile unsigned int*)&g_runs >= 3) return;",
-        "/*STATE_UPDATE*/": "if ((blockIdx.x | blockIdx.y | threadIdx.x) == 0) atomicAdd(&g_runs, 1);",
+        "/*STATE_UPDATE*/": "__syncthreads(); if (threadIdx.x == 0) { __threadfence(); "
+        "if (atomicAdd(&g_blocks_done, 1) == gridDim.x * gridDim.y - 1) "
+        "{ g_blocks_done = 0; atomicAdd(&g_runs, 1); } }",
     },
 }
 

@@ -84,7 +84,7 @@ def test_unwritten_tail_is_a_mismatch_that_says_where(gpu):
 def test_wrong_results_are_a_mismatch(gpu, variant):
     ev = run(gpu, answer(variant))
     assert ev.status is Status.MISMATCH, ev.message
-    assert "rel L2 error" in ev.message
+    assert "elements out of tolerance" in ev.message
     assert_healthy(gpu)
 
 
@@ -152,5 +152,5 @@ def test_memcheck_reports_the_out_of_bounds_write(gpu):
     assert stage.state is StageState.FAILED, stage.message
     first = stage.detail["findings"][0]
     assert first["kind"].startswith("Invalid __global__ write")
-    assert first["kernel"].startswith("gemm_bt")
+    assert first["kernel"] in ("gemm_bt", "store_bf16")  # the faulting frame: the kernel or its inlined helper
     assert first["block"] == [0, 0, 0]
