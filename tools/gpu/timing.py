@@ -12,7 +12,8 @@ from pydantic import BaseModel
 
 
 class TimingOptions(BaseModel):
-    warmup: int = 10
+    warmup: int = 10  # runs, and at least `warmup_ms` of them, so that clocks settle before timing
+    warmup_ms: float = 50.0
     reps: int = 50  # timed runs per trial (at least 50 unless a single run is slower than `budget_s` allows)
     trials: int = 3
     budget_s: float = 30.0  # wall budget for the timed runs; slow kernels get fewer trials, then fewer reps
@@ -25,6 +26,7 @@ class Timing(BaseModel):
     p10: float
     p90: float
     runs: int
+    warmup_runs: int
     reduced: bool  # fewer trials or reps than asked, to fit the budget
 
     def line(self) -> str:
@@ -48,7 +50,9 @@ class L2Flush:
 def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions | None = None) -> Timing:
     """Time `fn` (one whole launch sequence) on the current stream."""
     opts = options or TimingOptions()
-    for _ in range(opts.warmup):
+    estimate_ms = _one_run_ms(fn, flush)
+    warmup_runs = max(opts.warmup, int(opts.warmup_ms / max(estimate_ms, 1e-3)))
+    for _ in range(warmup_runs):
         flush()
         fn()
     torch.cuda.synchronize()
@@ -79,6 +83,7 @@ def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions |
         p10=deciles[0],
         p90=deciles[-1],
         runs=len(samples),
+        warmup_runs=warmup_runs + 2,
         reduced=(trials, reps) != (opts.trials, opts.reps),
     )
 

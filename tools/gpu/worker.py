@@ -157,7 +157,7 @@ class _Attempt:
         inputs = self._fill(self.seed + self.trials)
         with self._faults("timing the candidate"):
             kernel = time_cold(self._launch_sequence, self.worker.flush, self.timing)
-        self.launches_done += kernel.runs + self.timing.warmup + 1
+        self.launches_done += kernel.runs + kernel.warmup_runs
         flops = evaluate(self.task.flops, self.task.dims)
         self.metrics.update(kernel_ms=kernel.ms, tflops=flops / (kernel.ms * 1e-3) / 1e12)
         try:
