@@ -5,7 +5,9 @@ runs/<run_id>/
   trajectory.jsonl   one Turn per line, appended and flushed as each turn ends
   summary.json       outcome, best attempt, metrics; rewritten after each turn
   events.log         structured log (JSON lines)
-  attempts/          turn_NN.response.md, and turn_NN.ptx|.cu + turn_NN.launch.json when extracted
+  checkpoints.sqlite the repair loop's LangGraph checkpoints (thread id = run id), for resume=RUN_ID
+  attempts/          turn_NN.response.md and .feedback.md; turn_NN.ptx or .cu and .launch.json when extracted;
+                     turn_NN.feedback.md, what the repair loop told the model after the turn
 """
 
 from __future__ import annotations
@@ -79,8 +81,16 @@ class RunFolder:
     def events_path(self) -> Path:
         return self.path / "events.log"
 
+    @property
+    def checkpoints_path(self) -> Path:
+        return self.path / "checkpoints.sqlite"
+
     def config(self) -> dict[str, Any]:
         return json.loads((self.path / "config.json").read_text())
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        """Replace the settings (a resumed run that changed its limits records the new ones)."""
+        _write_atomic(self.path / "config.json", json.dumps({"format_version": TRAJECTORY_FORMAT, **config}, indent=2))
 
     def summary(self) -> dict[str, Any] | None:
         p = self.path / "summary.json"
@@ -93,6 +103,8 @@ class RunFolder:
         """Write the turn's attempt files, then its line; the line is flushed to disk before returning."""
         stem = self.path / "attempts" / f"turn_{turn.index:02d}"
         stem.with_suffix(".response.md").write_text(turn.response)
+        if turn.feedback is not None:
+            stem.with_suffix(".feedback.md").write_text(turn.feedback)
         if turn.solution is not None:
             suffix = ".ptx" if turn.solution.language == "ptx" else ".cu"
             stem.with_suffix(suffix).write_text(turn.solution.source)

@@ -52,22 +52,28 @@ def evaluate_answer(
     answer: str, task: Task, arch: Arch, options: EvalOptions | None = None, gpu: GpuService | None = None
 ) -> Evaluation:
     """Evaluate a model's Markdown answer."""
-    return _Evaluator(task, arch, options or EvalOptions(), gpu).run(answer=answer)
+    attempt = Attempt(task, arch, options)
+    return attempt.static(answer=answer) or attempt.on_gpu(gpu)
 
 
 def evaluate_solution(
     solution: Solution, task: Task, arch: Arch, options: EvalOptions | None = None, gpu: GpuService | None = None
 ) -> Evaluation:
-    return _Evaluator(task, arch, options or EvalOptions(), gpu).run(solution=solution)
+    attempt = Attempt(task, arch, options)
+    return attempt.static(solution=solution) or attempt.on_gpu(gpu)
 
 
-class _Evaluator:
-    def __init__(self, task: Task, arch: Arch, options: EvalOptions, gpu: GpuService | None):
-        self.task, self.arch, self.options, self.gpu = task, arch, options, gpu
+class Attempt:
+    """One attempt in two steps: `static()` on this machine, then `on_gpu()` on what it produced, so a
+    caller that shows the steps apart (the repair loop's graph) compiles only once."""
+
+    def __init__(self, task: Task, arch: Arch, options: EvalOptions | None = None):
+        self.task, self.arch, self.options = task, arch, options or EvalOptions()
         self.stages: list[StageResult] = []
         self.art = Artifacts()
 
-    def run(self, answer: str | None = None, solution: Solution | None = None) -> Evaluation:
+    def static(self, answer: str | None = None, solution: Solution | None = None) -> Evaluation | None:
+        """extract → compile → sass → abi: the Evaluation of the first failing stage, or None when all passed."""
         steps: list[tuple[Stage, Status, Callable[[], StageResult]]] = [
             (Stage.EXTRACT, Status.EXTRACT_ERROR, lambda: self._extract(answer, solution)),
             (Stage.COMPILE, Status.COMPILE_ERROR, self._compile),
@@ -81,7 +87,7 @@ class _Evaluator:
             self.stages.append(result)
             if result.state is StageState.FAILED:
                 return self._finish(failure_status, f"{stage} failed: {result.message}")
-        return self._gpu_stages()
+        return None
 
     def _extract(self, answer: str | None, solution: Solution | None) -> StageResult:
         try:
@@ -137,25 +143,27 @@ class _Evaluator:
         detail = {"entries": {n: [p.describe() for p in e.params] for n, e in entries.items()}}
         return StageResult(name=Stage.ABI, state=StageState.PASSED, detail=detail)
 
-    def _gpu_stages(self) -> Evaluation:
-        reason = self.gpu.unavailable_reason(self.arch) if self.gpu else "no GPU service in this process"
+    def on_gpu(self, gpu: GpuService | None) -> Evaluation:
+        """run → check → time → profile on what static() produced; skipped (with the reason) without a GPU."""
+        static = self.stages[:]
+        reason = gpu.unavailable_reason(self.arch) if gpu else "no GPU service in this process"
         if reason:
-            for stage in GPU_STAGES:
-                self.stages.append(StageResult(name=stage, state=StageState.SKIPPED, message=reason))
-            return self._finish(Status.UNVERIFIED, f"compiled and checked statically; GPU stages skipped: {reason}")
-        outcome = self.gpu.evaluate(self.task, self.arch, self.art.compiled, self.art.plan, self.options)
-        self.stages += outcome.stages
-        device = (self.gpu.device_info() or {}).get("name")
-        return self._finish(outcome.status, outcome.message, device=device, **outcome.metrics)
+            skipped = [StageResult(name=stage, state=StageState.SKIPPED, message=reason) for stage in GPU_STAGES]
+            return self._finish(
+                Status.UNVERIFIED, f"compiled and checked statically; GPU stages skipped: {reason}", static + skipped
+            )
+        outcome = gpu.evaluate(self.task, self.arch, self.art.compiled, self.art.plan, self.options)
+        device = (gpu.device_info() or {}).get("name")
+        return self._finish(outcome.status, outcome.message, static + outcome.stages, device=device, **outcome.metrics)
 
-    def _finish(self, status: Status, message: str, **metrics) -> Evaluation:
+    def _finish(self, status: Status, message: str, stages: list[StageResult] | None = None, **metrics) -> Evaluation:
         sol = self.art.solution
         return Evaluation(
             task=self.task.name,
             arch=self.arch,
             status=status,
             message=message,
-            stages=self.stages,
+            stages=stages if stages is not None else self.stages[:],
             solution_hash=sol.content_hash if sol else None,
             **metrics,
         )

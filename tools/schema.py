@@ -355,6 +355,7 @@ class Turn(BaseModel):
     completion_tokens: int = 0
     solution: Solution | None = None
     evaluation: Evaluation
+    feedback: str | None = Field(None, description="What the model was told about this attempt (next turn's input).")
     model_seconds: float = 0.0
     eval_seconds: float = 0.0
     started_at: str = Field(description="ISO-8601 UTC time the turn began.")

@@ -1,0 +1,42 @@
+"""What every policy is: something that answers the conversation so far, and what can go wrong."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from tools.schema import Message
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer. Token counts are None where the policy cannot tell; the loop counts them then."""
+
+    text: str
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class Policy(Protocol):
+    """Answers one turn. `max_answers` is how many answers it has (None: no end): the loop stops
+    asking after that many, so offline policies end a run cleanly instead of failing."""
+
+    max_answers: int | None
+
+    def describe(self) -> str:
+        """One line for people: what answers, e.g. 'openai gpt-4.1 at https://…/v1'."""
+        ...
+
+    def respond(self, messages: list[Message], turn: int) -> Reply:
+        """The answer for 1-based `turn`. A resumed run asks again for the turn it lost, so offline
+        policies answer by turn number, not by call count."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class ModelError(RuntimeError):
+    """The model could not answer (endpoint down after retries, request refused): the run stops
+    and can be resumed. The message is for people."""

@@ -1,0 +1,12 @@
+"""Fixtures of the repair-loop tests (helpers live in tests/agent/helpers.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
