@@ -6,8 +6,8 @@ runs/<run_id>/
   summary.json       outcome, best attempt, metrics; rewritten after each turn
   events.log         structured log (JSON lines)
   checkpoints.sqlite the repair loop's LangGraph checkpoints (thread id = run id), for resume=RUN_ID
-  attempts/          turn_NN.response.md and .feedback.md; turn_NN.ptx or .cu and .launch.json when extracted;
-                     turn_NN.feedback.md, what the repair loop told the model after the turn
+  attempts/          turn_NN.response.md (the answer) and turn_NN.feedback.md (what the loop told the model
+                     about it); turn_NN.ptx or .cu and turn_NN.launch.json when a solution was extracted
 """
 
 from __future__ import annotations
