@@ -30,7 +30,7 @@ def gpu_capability() -> tuple[int, int] | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     cap = gpu_capability()
     for item in items:
-        if "gpu" in item.keywords and cap is None:
+        if item.get_closest_marker("gpu") and cap is None:
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU; none found"))
-        elif "hopper" in item.keywords and cap != (9, 0):
+        elif item.get_closest_marker("hopper") and cap != (9, 0):
             item.add_marker(pytest.mark.skip(reason=f"needs an sm_90 GPU; found {cap or 'none'}"))

@@ -113,6 +113,9 @@ def compile_cuda(source: str, arch: Arch, timeout_s: float = 120.0) -> CompileRe
     if len(source.encode()) > MAX_SOURCE_BYTES:
         result.diagnostics.append(_module_error(f"the source is over the {MAX_SOURCE_BYTES >> 20} MB cap"))
         return result
+    if "\0" in source:  # NVRTC takes a C string: it would compile only what comes before the first NUL
+        result.diagnostics.append(_module_error("the source holds NUL bytes: it is not CUDA text"))
+        return result
     try:
         nvrtc.check_includes(source)
     except nvrtc.IncludeRefused as e:

@@ -53,6 +53,8 @@ def evaluate(expr: int | float | str, dims: Mapping[str, int], *, floating: bool
     if isinstance(expr, int | float):
         if isinstance(expr, float) and not floating:
             raise ExprError(f"{expr!r} is not an integer")
+        if not abs(expr) < MAX_MAGNITUDE:
+            raise ExprError(f"value {expr} is out of the 64-bit range")
         return expr
     if not isinstance(expr, str):
         raise ExprError(f"expected a number or an expression string, got {type(expr).__name__}")

@@ -4,6 +4,7 @@ included: any other #include would read the host's files."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import subprocess
@@ -13,8 +14,20 @@ from pathlib import Path
 from tools.toolchain import cuda_include_dir
 
 SOURCE_NAME = "answer.cu"
-_INCLUDE = re.compile(r"^\s*(?:#|%:)\s*include(?:_next)?\b\s*(.*)$")
+_INCLUDE = re.compile(r"^[\s\ufeff]*(?:#|%:|\?\?=)\s*include(?:_next)?\b\s*(.*)$")
 _PP_NAME = re.compile(r'^(<([^<>]+)>|"([^"]+)")')
+# The tokens that decide where comments are: literals (a comment opener inside one is text), identifiers and
+# pp-numbers (so that `u8"`, `R"` and digit separators like 1'000 read as the compiler reads them), comments.
+_TOKEN = re.compile(
+    r'(?P<raw>(?:u8|[uUL])?R"(?P<delim>[^()\\\s"]{0,16})\(.*?\)(?P=delim)")'
+    r'|(?P<bad_raw>(?:u8|[uUL])?R")'
+    r'|(?:u8|[uUL])?"(?:\\[^\n]|[^"\\\n])*"?'  # an unclosed literal ends with its line, as in the compiler
+    r"|(?:u8|[uUL])?'(?:\\[^\n]|[^'\\\n])*'?"
+    r"|[A-Za-z_]\w*"
+    r"|\.?\d(?:[eEpP][+-]|'\w|[\w.])*"
+    r"|(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))",  # an unclosed comment runs to the end
+    re.S,
+)
 
 
 class IncludeRefused(ValueError):
@@ -42,23 +55,36 @@ def check_includes(source: str) -> None:
 
 
 def _logical_lines(source: str) -> list[tuple[int, str]]:
-    """(first physical line number, text) with backslash-continued lines joined, as the preprocessor does."""
-    out, pending, start = [], "", 1
-    for number, line in enumerate(source.splitlines(), start=1):
-        if not pending:
-            start = number
-        if line.endswith("\\"):
-            pending += line[:-1]
-            continue
-        out.append((start, pending + line))
-        pending = ""
-    if pending:
-        out.append((start, pending))
-    return out
+    """(first physical line number, text) of each line as the preprocessor reads directives: backslash-continued
+    lines joined (translation phase 2), then comments replaced by a space (phase 3), so that neither
+    `#/**/include` nor a comment opener inside a string literal hides an #include."""
+    starts, pieces, splices, length = [], [], [], 0
+    continued = False
+    for number, line in enumerate(source.replace("\r\n", "\n").split("\n"), start=1):
+        if not continued:
+            starts.append(number)
+        continued = line.endswith("\\")
+        pieces.append(line[:-1] if continued else line + "\n")
+        length += len(pieces[-1])
+        if continued:
+            splices.append(length)
+    text = "".join(pieces)
+
+    def blank(m: re.Match) -> str:
+        if m.group("comment"):
+            return " " + "\n" * m.group(0).count("\n")
+        # The compiler undoes line splices inside a raw string, so a splice there would shift where it ends.
+        spliced = m.group("raw") and bisect.bisect_right(splices, m.start()) < bisect.bisect_left(splices, m.end())
+        if spliced or m.group("bad_raw"):
+            line = starts[text.count("\n", 0, m.start())]
+            raise IncludeRefused(line, "a raw string literal that is unterminated or holds a line splice is refused")
+        return m.group(0)
+
+    return list(zip(starts, _TOKEN.sub(blank, text).split("\n"), strict=False))
 
 
 def _shipped(name: str, include_dir: Path | None) -> bool:
-    if include_dir is None or name.startswith(("/", "\\")) or ".." in Path(name).parts:
+    if include_dir is None or "\0" in name or name.startswith(("/", "\\")) or ".." in Path(name).parts:
         return False
     path = (include_dir / name).resolve()
     return path.is_file() and path.is_relative_to(include_dir.resolve())

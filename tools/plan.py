@@ -140,7 +140,8 @@ class _Planner:
         for axis, (b, limit) in enumerate(zip(block, MAX_BLOCK, strict=True)):
             if b is not None and not 0 < b <= limit:
                 self.problems.append(f"{path}.block[{axis}]: evaluates to {b}; it must be in 1..{limit}")
-        if all(isinstance(b, int) and b > 0 for b in block) and math.prod(block) > MAX_THREADS:
+        in_limits = all(isinstance(b, int) and 0 < b <= limit for b, limit in zip(block, MAX_BLOCK, strict=True))
+        if in_limits and math.prod(block) > MAX_THREADS:
             self.problems.append(f"{path}.block: {block} is {math.prod(block)} threads; a block holds at most 1024")
         cluster = list(launch.cluster)
         if any(c <= 0 for c in cluster):

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 TYPE_BYTES = {"8": 1, "16": 2, "32": 4, "64": 8, "128": 16}
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
-_ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\((.*?)\)", re.S)
+_ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*(?:\((.*?)\))?", re.S)  # the parameter list is optional
 _PARAM = re.compile(
     r"\.param\s+(?P<attrs>(?:\.(?:ptr|global|shared|const|local|align\s+\d+)\s+)*)"
     r"\.(?P<type>[busf])(?P<bits>8|16|32|64|128)\s+(?:(?:\.ptr|\.global|\.align\s+\d+)\s+)*"
@@ -58,7 +58,7 @@ def entries(ptx: str) -> dict[str, Entry]:
     found = {}
     for m in _ENTRY.finditer(text):
         params = []
-        for p in _PARAM.finditer(m.group(2)):
+        for p in _PARAM.finditer(m.group(2) or ""):
             bits = TYPE_BYTES[p.group("bits")]
             count = int(p.group("count") or 1)
             aligns = _ALIGN.findall(p.group(0))

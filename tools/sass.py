@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from tools import ptx as ptx_text
 from tools.schema import TargetGroup
-from tools.toolchain import find_tool
+from tools.toolchain import ToolNotFound, find_tool
 
 _SECTION = re.compile(r"^\s*\.text\.([\w$.]+):")
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[\w]+)*)")
@@ -41,7 +41,10 @@ class KernelSass(BaseModel):
 
 
 def disassemble(cubin: bytes, timeout_s: float = 60.0) -> str:
-    tool = find_tool("nvdisasm")
+    try:
+        tool = find_tool("nvdisasm")
+    except ToolNotFound as e:
+        raise SassError(str(e)) from None
     with tempfile.TemporaryDirectory(prefix="ptxbench-sass-") as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)

@@ -8,7 +8,7 @@ import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PlainValidator, Tag, WithJsonSchema, model_validator
 
 
 class UnknownName(ValueError):
@@ -149,8 +149,28 @@ class Task(BaseModel):
 
 # ------------------------------------------------------------------------------------- launch spec
 
-Expr = int | str
+
+def _expr(value: Any) -> int | str:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f'expected an integer or an expression string such as "cdiv(M,128)", got {value!r}')
+    return value
+
+
+def _scalar(value: Any) -> int | float | str:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f'expected a number or an expression string such as "rsqrt(D)", got {value!r}')
+    return value
+
+
+# One validator each, so that a bad value gets one clear message instead of one per union branch.
+Expr = Annotated[int | str, PlainValidator(_expr), WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}]})]
 """An integer expression over task dims: `+ - * // %`, `cdiv`, `min`, `max`, integer literals."""
+ScalarValue = Annotated[
+    int | float | str,
+    PlainValidator(_scalar),
+    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}]}),
+]
+"""A scalar's value: an integer expression, or for f32 also a decimal number or a float expression."""
 
 
 class TensorArg(BaseModel):
@@ -164,7 +184,7 @@ class ScalarArg(BaseModel):
     """A scalar computed from an expression over dims (f32 also takes `/`, `sqrt`, `rsqrt`, decimals)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    scalar: Expr
+    scalar: ScalarValue
     type: Literal["u32", "s32", "u64", "s64", "f32"]
 
 

@@ -1,0 +1,180 @@
+"""The task catalog as data: the paper's five core tasks plus the D=64/96 variants, their aliases, shapes,
+FLOP counts, baselines and target groups, and the arch aliases; `python -m tasks` prints it as a table."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tasks import baselines, references
+from tasks.catalog import CORE, TARGETS, TASKS, get_task
+from tools.expr import evaluate
+from tools.schema import Arch, UnknownName
+
+ROOT = Path(__file__).parents[2]
+ATTENTION = [f"mha_{kind}_d{d}{mask}" for d in (128, 64, 96) for kind in ("fwd", "bwd") for mask in ("", "_causal")]
+
+
+def test_the_catalog_holds_the_core_tasks_and_the_head_dim_variants():
+    assert CORE == ["gemm_n7168_k5120", "mha_fwd_d128", "mha_fwd_d128_causal", "mha_bwd_d128", "mha_bwd_d128_causal"]
+    assert sorted(TASKS) == sorted(["gemm_n7168_k5120", *ATTENTION])
+
+
+@pytest.mark.parametrize(
+    ("alias", "name"),
+    [("gemm", "gemm_n7168_k5120"), ("attn_fwd", "mha_fwd_d128"), ("attn_fwd_causal", "mha_fwd_d128_causal"),
+     ("attn_bwd", "mha_bwd_d128"), ("attn_bwd_causal", "mha_bwd_d128_causal"), ("  GEMM ", "gemm_n7168_k5120"),
+     ("mha_fwd_d64", "mha_fwd_d64"), ("MHA_BWD_D96_CAUSAL", "mha_bwd_d96_causal")],
+)  # fmt: skip
+def test_task_names_and_aliases(alias, name):
+    assert get_task(alias) is TASKS[name]
+
+
+def test_unknown_task_lists_the_known_ones():
+    with pytest.raises(UnknownName) as refused:
+        get_task("attention")
+    message = str(refused.value)
+    assert message.startswith("unknown task 'attention'; known: gemm_n7168_k5120, mha_fwd_d128,")
+    assert all(name in message for name in [*TASKS, "gemm", "attn_fwd", "attn_bwd_causal"])
+
+
+@pytest.mark.parametrize(
+    ("alias", "arch"),
+    [("sm_90a", Arch.SM_90A), ("sm_90", Arch.SM_90A), ("h100", Arch.SM_90A), ("h200", Arch.SM_90A),
+     ("H100", Arch.SM_90A), (" hopper ", Arch.SM_90A), ("sm_100a", Arch.SM_100A), ("sm_100", Arch.SM_100A),
+     ("b200", Arch.SM_100A), ("B200", Arch.SM_100A), (Arch.SM_100A, Arch.SM_100A)],
+)  # fmt: skip
+def test_arch_aliases(alias, arch):
+    assert Arch.resolve(alias) is arch
+
+
+@pytest.mark.parametrize("name", ["sm_80", "sm_120a", "a100", ""])
+def test_unknown_arch_lists_the_known_ones(name):
+    with pytest.raises(UnknownName, match=rf"unknown arch '{name}'; known: b200, blackwell, h100, h200, hopper"):
+        Arch.resolve(name)
+
+
+def test_arch_properties():
+    assert Arch.SM_90A.compute_capability == (9, 0) and Arch.SM_100A.compute_capability == (10, 0)
+    assert {a.max_shared_bytes for a in Arch} == {227 * 1024}
+    assert {a.max_cluster_blocks for a in Arch} == {16}
+
+
+def test_gemm_task():
+    task = get_task("gemm")
+    assert task.family == "gemm" and task.dims == {"M": 8192, "N": 7168, "K": 5120}
+    assert [(t.name, t.dtype, t.shape, t.role) for t in task.tensors] == [
+        ("A", "bfloat16", ["M", "K"], "input"), ("B", "bfloat16", ["N", "K"], "input"),
+        ("C", "bfloat16", ["M", "N"], "output"),
+    ]  # fmt: skip
+    assert evaluate(task.flops, task.dims) == 2 * 8192 * 7168 * 5120
+    assert (task.baseline.library, task.baseline.call, task.baseline.h200_ms_seen) == ("cuBLAS", "cublas_gemm", 0.749)
+    assert (task.metric, task.tolerance) == ("rel_l2", 1e-2)
+
+
+@pytest.mark.parametrize("name", ATTENTION)
+def test_attention_tasks(name):
+    task = TASKS[name]
+    d = int(re.search(r"_d(\d+)", name).group(1))
+    causal, backward = name.endswith("_causal"), "_bwd_" in name
+    assert task.dims == {"B": 4, "S": 4096, "H": 48, "D": d}
+    assert task.params == {"causal": causal, "scale": d**-0.5}
+    assert task.family == ("attention_bwd" if backward else "attention_fwd")
+    shapes = {t.name: (t.dtype, t.shape, t.role) for t in task.tensors}
+    bshd, bhs = ["B", "S", "H", "D"], ["B", "H", "S"]
+    if backward:
+        assert shapes == {
+            **{n: ("bfloat16", bshd, "input") for n in ("Q", "K", "V", "dO", "O")},
+            "LSE": ("float32", bhs, "input"), "Delta": ("float32", bhs, "input"),
+            **{n: ("bfloat16", bshd, "output") for n in ("dQ", "dK", "dV")},
+        }  # fmt: skip
+        assert {t.name for t in task.inputs if t.init == "derived"} == {"O", "LSE", "Delta"}
+        assert task.derive == "attention_backward_inputs" and task.reference == "attention_backward"
+    else:
+        assert shapes == {**{n: ("bfloat16", bshd, "input") for n in ("Q", "K", "V")},
+                          "O": ("bfloat16", bshd, "output"), "LSE": ("float32", bhs, "output")}  # fmt: skip
+        assert task.derive is None and task.reference == "attention_forward"
+    assert all(t.init == "spiky" for t in task.inputs if t.name in ("Q", "K", "V", "dO"))
+    forward_flops = 4 * 4 * 48 * 4096**2 * d // (2 if causal else 1)
+    assert evaluate(task.flops, task.dims) == forward_flops * (2.5 if backward else 1)
+    assert task.baseline.library == "cuDNN"
+    assert task.baseline.call == ("cudnn_attention_backward" if backward else "cudnn_attention_forward")
+
+
+def test_core_aliases_exist_only_for_d128():
+    assert [t.aliases for t in TASKS.values() if t.aliases] == [
+        ["gemm"], ["attn_fwd"], ["attn_fwd_causal"], ["attn_bwd"], ["attn_bwd_causal"]
+    ]  # fmt: skip
+
+
+def test_h200_medians_follow_facts():
+    seen = {name: TASKS[name].baseline.h200_ms_seen for name in ATTENTION}
+    assert seen == {
+        "mha_fwd_d128": 2.73, "mha_fwd_d128_causal": 1.54, "mha_bwd_d128": 7.92, "mha_bwd_d128_causal": 4.51,
+        "mha_fwd_d64": 1.79, "mha_fwd_d64_causal": 0.98, "mha_bwd_d64": 4.77, "mha_bwd_d64_causal": 2.73,
+        "mha_fwd_d96": None, "mha_fwd_d96_causal": None, "mha_bwd_d96": None, "mha_bwd_d96_causal": None,
+    }  # fmt: skip
+
+
+def test_named_functions_exist():
+    for task in TASKS.values():
+        for name in filter(None, (task.reference, task.derive)):
+            assert callable(getattr(references, name)), name
+        assert callable(getattr(baselines, task.baseline.call)), task.baseline.call
+
+
+def test_target_groups_per_arch():
+    assert [g.name for g in TARGETS[Arch.SM_90A]] == ["wgmma", "tma"]
+    assert [g.name for g in TARGETS[Arch.SM_100A]] == ["tcgen05", "tmem", "tma"]
+    assert all(task.targets == TARGETS for task in TASKS.values())
+    # The paper's tag: any *GMMA or TMA on Hopper; tcgen05 or TMEM (not TMA alone) on Blackwell.
+    assert {g.name: g.paper_tag for g in TARGETS[Arch.SM_90A]} == {"wgmma": True, "tma": True}
+    assert {g.name: g.paper_tag for g in TARGETS[Arch.SM_100A]} == {"tcgen05": True, "tmem": True, "tma": False}
+
+
+GROUP_OPCODES = {
+    "wgmma": (["HGMMA.64x128x16.F32.BF16", "QGMMA.64x256x32.F32.E4M3.E4M3", "IGMMA.64x64x32.S32.S8.S8"],
+              ["WARPGROUP.ARRIVE", "WARPGROUP.DEPBAR.LE", "HMMA.16816.F32.BF16"]),
+    "tma": (["UTMALDG.2D", "UTMASTG.3D", "UTMAREDG.2D.ADD"], ["UTMACMDFLUSH", "UBLKCP.S.G", "UTMAPF.2D"]),
+    "tcgen05": (["UTCHMMA", "UTCQMMA.2CTA", "UTCIMMA"], ["UTCBAR", "UTCATOMSWS.FIND_AND_SET.ALIGN"]),
+    "tmem": (["LDTM.x128", "STTM.x16"], ["LDSM.16.M88.4", "STS.128"]),
+}  # fmt: skip
+GROUP_MNEMONICS = {
+    "wgmma": (["wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"], ["wgmma.fence.sync.aligned"]),
+    "tma": (["cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+             "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"],
+            ["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes", "cp.async.ca.shared.global"]),
+    "tcgen05": (["tcgen05.mma.cta_group::1.kind::f16"], ["tcgen05.commit.cta_group::1.mbarrier::arrive::one.b64"]),
+    "tmem": (["tcgen05.ld.sync.aligned.32x32b.x16.b32", "tcgen05.st.sync.aligned.16x64b.x4.b32"],
+             ["tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("group", list(GROUP_OPCODES))
+def test_group_patterns_match_the_facts_table(group):
+    target = next(g for gs in TARGETS.values() for g in gs if g.name == group)
+    matches, others = GROUP_OPCODES[group]
+    assert all(any(re.search(p, op) for p in target.sass_patterns) for op in matches)
+    assert not any(re.search(p, op) for p in target.sass_patterns for op in others)
+    matches, others = GROUP_MNEMONICS[group]
+    assert all(any(re.search(p, m) for p in target.ptx_patterns) for m in matches)
+    assert not any(re.search(p, m) for p in target.ptx_patterns for m in others)
+
+
+def test_python_m_tasks_prints_the_catalog():
+    done = subprocess.run([sys.executable, "-m", "tasks"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0 and done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["task", "aliases", "dims", "outputs", "GFLOP", "baseline", "H200", "ms", "seen"]
+    assert set(lines[1]) == {"-", " "}
+    rows = {line.split()[0]: line.split() for line in lines[2 : 2 + len(TASKS)]}
+    assert list(rows) == list(TASKS)
+    assert rows["gemm_n7168_k5120"] == ["gemm_n7168_k5120", "gemm", "M=8192", "N=7168", "K=5120", "C", "601",
+                                        "cuBLAS", "0.75"]  # fmt: skip
+    assert rows["mha_bwd_d128_causal"][1] == "attn_bwd_causal" and rows["mha_fwd_d96"][-1] == "-"
+    assert "  sm_90a: sm_90, sm90, sm90a, hopper, h100, h200; target groups: wgmma, tma" in lines
+    assert "  sm_100a: sm_100, sm100, sm100a, blackwell, b200; target groups: tcgen05, tmem, tma" in lines
