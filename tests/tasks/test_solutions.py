@@ -1,0 +1,144 @@
+"""The reference solutions (tasks/solutions/<arch>/<task>.md, generated from our Triton kernels by
+tasks/solutions/generate.py): every core task has one per arch; each compiles, matches its .entry ABI and
+holds the arch's target instructions in SASS (statically: no GPU here); the generator reproduces the
+committed files; and the kernels compute the references' results in Triton's CPU interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tasks.catalog import CORE, get_task
+from tasks.solutions import available, reference_answer
+from tools import ptx as ptx_text
+from tools.answer import extract_solution
+from tools.pipeline import evaluate_answer
+from tools.plan import plan_launches
+from tools.schema import Arch, Evaluation, Stage, Status
+
+ROOT = Path(__file__).parents[2]
+ANSWERS = available()
+EXPECTED_TARGETS = {"sm_90a": {"wgmma", "tma"}, "sm_100a": {"tcgen05", "tmem", "tma"}}
+
+
+def _ids(pairs: list[tuple[str, str]]) -> list[str]:
+    return [f"{task}-{arch}" for task, arch in pairs]
+
+
+def test_every_core_task_has_an_answer_per_arch():
+    missing = [(t, a) for t in CORE for a in ("sm_90a", "sm_100a") if (t, a) not in ANSWERS]
+    assert not missing
+
+
+@pytest.mark.parametrize(("task", "arch"), ANSWERS, ids=_ids(ANSWERS))
+def test_answer_parses_plans_and_records_its_origin(task, arch):
+    text = reference_answer(task, arch)
+    solution = extract_solution(text)
+    plan = plan_launches(solution.launch, get_task(task), Arch(arch))
+    entries = ptx_text.entries(solution.source)
+    assert [launch.kernel for launch in plan.launches] == list(entries)  # one entry per launch, in order
+    assert ptx_text.directives(solution.source)["target"] == arch
+    assert "python -m tasks.solutions.generate" in text and "tasks/solutions/kernels/" in text
+    assert "Triton 3.6.0" in text
+
+
+@pytest.fixture(scope="module")
+def evaluations() -> dict[tuple[str, str], Evaluation]:
+    with ThreadPoolExecutor(4) as pool:  # the work is in ptxas and nvdisasm subprocesses
+        futures = {
+            (t, a): pool.submit(evaluate_answer, reference_answer(t, a), get_task(t), Arch(a)) for t, a in ANSWERS
+        }
+    return {key: future.result() for key, future in futures.items()}
+
+
+@pytest.mark.parametrize(("task", "arch"), ANSWERS, ids=_ids(ANSWERS))
+def test_answer_compiles_with_its_targets_in_sass(evaluations, task, arch):
+    ev = evaluations[(task, arch)]
+    assert ev.status is Status.UNVERIFIED, ev.message
+    targets = ev.stage(Stage.SASS).detail["targets"]
+    assert {g for g, t in targets.items() if t["sass"]} >= EXPECTED_TARGETS[arch]
+
+
+# --------------------------------------------------------------- the generator (needs Triton 3.6.0)
+
+
+def _triton_version() -> str | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    return triton.__version__
+
+
+needs_triton = pytest.mark.skipif(_triton_version() is None, reason="triton is not installed (pip install .[generate])")
+
+
+@needs_triton
+def test_join_ptx_keeps_one_header_and_dedupes_globals():
+    from tasks.solutions.generate import join_ptx
+
+    def module(entry: str, string: str) -> str:
+        return (
+            ".version 9.0\n.target sm_90a\n.address_size 64\n\n.extern .shared .align 16 .b8 global_smem[];\n"
+            f".global .align 1 .b8 _$_str[3] = {{{string}}};\n\n.visible .entry {entry}()\n{{\n\tret;\n}}\n"
+        )
+
+    joined = join_ptx([module("a", "65, 66, 0"), module("b", "65, 66, 0"), module("c", "67, 68, 0")])
+    assert joined.count(".version 9.0") == 1 and joined.count("global_smem[]") == 1
+    assert joined.count("_$_str[3] = {65, 66, 0}") == 1  # identical definitions kept once
+    assert "_$_str_2[3] = {67, 68, 0}" in joined  # a clash is renamed
+    assert list(ptx_text.entries(joined)) == ["a", "b", "c"]
+
+
+@needs_triton
+def test_launch_args_follow_tritons_abi():
+    from tasks.solutions.generate import launch_args, program_for, signature
+
+    task = get_task("mha_fwd_d128")
+    program = program_for(task, Arch.SM_90A)
+    launch = program.launches[0]
+    sig, attrs = signature(launch, task, program)
+    assert sig["q_desc"] == "tensordesc<bf16[128,128]>" and sig["lse_ptr"] == "*fp32" and sig["HEAD_DIM"] == "constexpr"
+    assert attrs == {(4,): [["tt.divisibility", 16]]}
+    meta = [{"swizzle": 3, "block_size": [128, 64], "fp4_padded": False}] * 4
+    args = launch_args(launch, meta)
+    assert args[0] == {"tensor_map": "Q", "shape": ["B*S", "H*D"], "box": [128, 64], "swizzle": "128B",
+                       "l2_promotion": "128B"}  # fmt: skip
+    assert args[1:5] == [{"scalar": "B*S", "type": "u32"}, {"scalar": "H*D", "type": "u32"},
+                         {"scalar": "H*D", "type": "u64"}, {"scalar": 1, "type": "u64"}]  # fmt: skip
+    null = {"scalar": 0, "type": "u64"}  # Triton's global and profile scratch pointers
+    assert args[20:] == [{"tensor": "LSE"}, {"scalar": "rsqrt(D)", "type": "f32"}, {"scalar": "S", "type": "s32"},
+                         {"scalar": "H", "type": "s32"}, null, null]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_triton_version() != "3.6.0", reason="the answers were generated by Triton 3.6.0")
+@pytest.mark.parametrize(("task", "arch"), [("gemm_n7168_k5120", "sm_90a"), ("mha_bwd_d128_causal", "sm_100a")])
+def test_generator_reproduces_the_committed_answer(task, arch):
+    from tasks.solutions.generate import build_answer
+
+    answer, _ = build_answer(get_task(task), Arch(arch))
+    assert answer == reference_answer(task, arch), "regenerate: python -m tasks.solutions.generate"
+
+
+@pytest.mark.slow
+@needs_triton
+def test_kernels_match_the_references_in_the_interpreter():
+    """Every configured task, with the table's config and variants taking the other code paths, at small
+    shapes in Triton's CPU interpreter (a fresh process: TRITON_INTERPRET must be set before Triton loads)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tasks.solutions.cpu_check", "--variants", "--json"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.stdout.strip(), done.stderr[-2000:]
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    failed = [r for r in results if not r["ok"]]
+    assert not failed, failed
+    assert {r["task"] for r in results} >= set(CORE)
