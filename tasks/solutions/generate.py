@@ -42,11 +42,12 @@ _GEMM = GemmConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8,
                    epilogue_split=True)  # fmt: skip
 _FWD = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
 _FWD_CAUSAL = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
-_BWD = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=2, q_block_m=128, q_block_n=64,
-                     q_warps=8, q_stages=2)  # fmt: skip
+# 3 stages measured faster than 2 on the H200 (tune_on_gpu, 2026-11-29): 0.82× vs 0.75× cuDNN, causal 0.76× vs 0.68×.
+_BWD = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
+                     q_warps=8, q_stages=3)  # fmt: skip
 _FWD_D64 = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
-_BWD_D64 = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=2, q_block_m=128, q_block_n=64,
-                         q_warps=8, q_stages=2)  # fmt: skip
+_BWD_D64 = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
+                         q_warps=8, q_stages=3)  # fmt: skip
 _BWD_D96 = AttnBwdConfig(kv_block_n=128, kv_block_m=32, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
                          q_warps=8, q_stages=2)  # fmt: skip  # 128x64 steps spill at D=96 (padded to 128)
 
