@@ -104,6 +104,17 @@ class EvalConfig(BaseModel):
     device: int = Field(0, ge=0, description="CUDA device index.")
 
 
+class SeedConfig(BaseModel):
+    """Opens the conversation with a recorded attempt, e.g. another model's failure for a teacher to repair.
+
+    The run's system and task prompts are the recorded run's, then come the attempt as the first answer and
+    its feedback; the policy answers from there (agent.mine_repairs builds SFT data this way)."""
+
+    model_config = ConfigDict(extra="forbid")
+    run: str = Field(description="The recorded run: its folder, or its id under runs_dir.")
+    turn: int = Field(ge=1, description="The recorded turn whose answer and feedback open the conversation.")
+
+
 class SolveConfig(BaseModel):
     """One run: a task on an arch, a policy, and the limits that end the loop."""
 
@@ -121,6 +132,7 @@ class SolveConfig(BaseModel):
     runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
     run_id: str | None = Field(None, description="The new run's id (default: time, task, arch, random suffix).")
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    seed: SeedConfig | None = Field(None, description="Start from a recorded attempt (seed.run, seed.turn).")
 
     @field_validator("arch", mode="before")
     @classmethod
@@ -172,9 +184,11 @@ def nest(pairs: dict[str, str]) -> dict[str, Any]:
         if not rest:
             if head == "eval":
                 raise ConfigError("eval takes sub-keys, e.g. eval.trials=1")
+            if head == "seed":
+                raise ConfigError("seed takes sub-keys, e.g. seed.run=RUN seed.turn=2")
             tree[head] = None if value == "null" else value
             continue
-        if head not in ("llm", "eval"):
+        if head not in ("llm", "eval", "seed"):
             raise ConfigError(f"{head} has no sub-keys (got {key})")
         node = tree.setdefault(head, {})
         for part in rest[:-1]:
@@ -209,6 +223,8 @@ def build_config(tree: dict[str, Any]) -> SolveConfig:
         _check_llm_keys(tree["llm"])
     for key in tree.get("eval") or {}:
         _check_key(key, EvalConfig.model_fields, "eval.")
+    for key in tree.get("seed") or {}:
+        _check_key(key, SeedConfig.model_fields, "seed.")
     try:
         return SolveConfig.model_validate(tree)
     except ValidationError as e:
@@ -236,11 +252,12 @@ def usage() -> str:
         "       python -m agent.solve resume=RUN_ID [runs_dir=DIR] [max_turns=N ...]",
         "",
         "settings (null unsets an optional one):",
-        *_described(SolveConfig, "", skip=("llm", "eval")),
+        *_described(SolveConfig, "", skip=("llm", "eval", "seed")),
     ]
     for name, model in POLICY_CONFIGS.items():
         lines += [f"llm={name}: {model.__doc__.strip()}", *_described(model, "llm.", skip=("name",))]
     lines += [f"eval: {EvalConfig.__doc__.strip()}", *_described(EvalConfig, "eval.")]
+    lines += [f"seed: {SeedConfig.__doc__.strip().splitlines()[0]}", *_described(SeedConfig, "seed.")]
     lines += [
         "",
         "A resumed run (resume=RUN_ID) may change only: " + ", ".join(sorted(RESUMABLE)) + ".",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from tools.pipeline import Attempt, EvalOptions, evaluate_answer
+from tools.pipeline import Attempt, EvalOptions
 from tools.schema import Arch, Evaluation, Task
 
 PENDING = "the GPU stages run in the next step"
@@ -59,8 +59,13 @@ class PipelineHarness:
 
     def full(self, answer: str) -> Evaluation:
         if self._last is not None and self._last[0] == answer:
-            return self._last[1].on_gpu(self.gpu)
-        return evaluate_answer(answer, self.task, self.arch, self.options, self.gpu)
+            return self.on_gpu(self._last[1])
+        attempt = Attempt(self.task, self.arch, self.options)
+        return attempt.static(answer=answer) or self.on_gpu(attempt)
+
+    def on_gpu(self, attempt: Attempt) -> Evaluation:
+        """The GPU stages of a statically checked attempt (agent.gpu_pool sends them to a shared GPU)."""
+        return attempt.on_gpu(self.gpu)
 
     def close(self) -> None:
         if self.gpu is not None:

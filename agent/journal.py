@@ -16,7 +16,9 @@ import structlog
 
 
 class Journal:
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, quiet: bool = False):
+        """`quiet`: no terminal lines (runs driven by agent.bench, which shows one progress bar instead)."""
+        self.quiet = quiet
         self._buffer = io.StringIO()
         self._sink: TextIO = self._buffer
         processors = [structlog.processors.TimeStamper(fmt="iso", utc=True), structlog.processors.JSONRenderer()]
@@ -34,7 +36,8 @@ class Journal:
         self._log.info(name, **fields)
 
     def say(self, text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
+        if not self.quiet:
+            print(text, file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._sink is not self._buffer:

@@ -19,7 +19,19 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from agent.config import RESUMABLE, ConfigError, SolveConfig, build_config, merge, nest, parse_pairs, usage
+from agent.config import (
+    RESUMABLE,
+    ConfigError,
+    EvalConfig,
+    SeedConfig,
+    SolveConfig,
+    build_config,
+    merge,
+    nest,
+    parse_pairs,
+    usage,
+)
+from agent.conversation import Exchange
 from agent.graph import build_graph
 from agent.harness import Harness, PipelineHarness
 from agent.journal import Journal
@@ -27,6 +39,7 @@ from agent.nodes import write_summary
 from agent.policies import ModelError, Policy, make_policy
 from agent.prompts import system_prompt, task_prompt, toolchain
 from agent.routing import stop_reason
+from agent.seed import Seed, load_seed
 from agent.state import RunContext
 from agent.store import RunFolder, RunFolderError, check_run_id, new_run_id
 from tasks.catalog import get_task
@@ -44,6 +57,7 @@ class Prepared:
     policy: Policy
     journal: Journal
     resumed: bool
+    seed: Seed | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,17 +73,22 @@ def main(argv: list[str] | None = None) -> int:
     return execute(run)
 
 
-def prepare(argv: list[str]) -> Prepared:
+def prepare(argv: list[str], quiet: bool = False) -> Prepared:
     """Settings, policy and run folder; every usage or configuration problem surfaces here, before a
-    new run folder is created."""
+    new run folder is created. A `quiet` run prints nothing (agent.bench runs many at once)."""
     pairs = parse_pairs(argv)
     if "resume" in pairs:
-        return _prepare_resume(check_run_id(pairs.pop("resume")), pairs)
+        return _prepare_resume(check_run_id(pairs.pop("resume")), pairs, quiet)
     settings = build_config(nest(pairs))
     task = _task(settings.task)
     settings = settings.model_copy(update={"task": task.name})
+    seed = _seed(settings, task)
+    if seed is not None:  # recorded by its path, so a resumed run finds it whatever runs_dir it is given
+        settings = settings.model_copy(
+            update={"seed": SeedConfig(run=str(seed.folder.path.resolve()), turn=seed.turn.index)}
+        )
     run_id = check_run_id(settings.run_id) if settings.run_id else new_run_id(task.name, str(settings.arch))
-    journal = Journal(run_id)
+    journal = Journal(run_id, quiet)
     policy = make_policy(settings, task, settings.arch, journal.event)
     config = {
         **settings.model_dump(mode="json"),
@@ -77,12 +96,13 @@ def prepare(argv: list[str]) -> Prepared:
         "policy": policy.describe(),
         "created_at": _now(),
         "toolchain": vars(toolchain()),
+        **({"seed_attempt": seed.record()} if seed is not None else {}),
     }
     folder = RunFolder.create(settings.runs_dir, run_id, config)
-    return Prepared(settings, task, folder, policy, journal, resumed=False)
+    return Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed)
 
 
-def _prepare_resume(run_id: str, pairs: dict[str, str]) -> Prepared:
+def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared:
     refused = sorted(k for k in pairs if k not in RESUMABLE)
     if refused:
         raise ConfigError(
@@ -96,14 +116,18 @@ def _prepare_resume(run_id: str, pairs: dict[str, str]) -> Prepared:
     tree = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
     settings = build_config(merge(tree, overrides))
     task = _task(settings.task)
-    journal = Journal(run_id)
+    journal = Journal(run_id, quiet)
     policy = make_policy(settings, task, settings.arch, journal.event)
     changed = {k: v for k, v in pairs.items() if k != "runs_dir"}  # where the run lives is not a setting
     if changed:
         resumes = [*saved.get("resumed", []), {"at": _now(), "changed": changed}]
         updated = {**saved, **settings.model_dump(mode="json"), "resumed": resumes}
         folder.write_config({k: v for k, v in updated.items() if k != "format_version"})
-    return Prepared(settings, task, folder, policy, journal, resumed=True)
+    return Prepared(settings, task, folder, policy, journal, resumed=True, seed=_seed(settings, task))
+
+
+def _seed(settings: SolveConfig, task: Task) -> Seed | None:
+    return load_seed(settings.seed, settings.runs_dir, task, settings.arch) if settings.seed else None
 
 
 def _task(name: str) -> Task:
@@ -117,13 +141,7 @@ def execute(run: Prepared, harness: Harness | None = None) -> int:
     """Run the loop to its end and report; `harness` replaces the real one (tests feed recorded evaluations)."""
     settings, folder, journal, policy = run.settings, run.folder, run.journal, run.policy
     journal.attach(folder.events_path)
-    options = EvalOptions(
-        trials=settings.eval.trials,
-        time=settings.eval.time,
-        profile=settings.eval.profile,
-        memcheck=settings.eval.memcheck,
-        timeout_s=settings.eval.timeout_s,
-    )
+    options = eval_options(settings.eval)
     harness = harness or PipelineHarness(run.task, settings.arch, options, settings.eval.device, settings.eval.gpu)
     ctx = RunContext(
         task=run.task,
@@ -142,13 +160,15 @@ def execute(run: Prepared, harness: Harness | None = None) -> int:
             max_turns=settings.max_turns,
         ),
     )
-    _header(ctx, run.resumed)
+    if run.seed is not None:  # the conversation the seed's attempt answered, word for word
+        ctx.system_prompt, ctx.task_prompt = run.seed.system_prompt, run.seed.task_prompt
+    _header(ctx, run.resumed, run.seed)
     conn = sqlite3.connect(folder.checkpoints_path, check_same_thread=False)
     code, reason, detail = 0, None, None
     try:
         graph = build_graph(SqliteSaver(conn))
         config: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}
-        go, start = _starting_input(graph, config, ctx)
+        go, start = _starting_input(graph, config, ctx, run.seed.history() if run.seed else [])
         if go:
             done = len(graph.get_state(config).values.get("results", []))
             config["recursion_limit"] = STEPS_PER_TURN * (settings.max_turns - done + 1) + 10
@@ -176,21 +196,33 @@ def execute(run: Prepared, harness: Harness | None = None) -> int:
         journal.say(f"stopped: {detail}")
         if code != 2:
             journal.say(f"resume with: python -m agent.solve resume={folder.run_id} runs_dir={folder.path.parent}")
-    print(summary_table(summary, folder))
+    if not journal.quiet:
+        print(summary_table(summary, folder))
     journal.close()
     return code
 
 
-def _starting_input(graph: Any, config: dict[str, Any], ctx: RunContext) -> tuple[bool, Any]:
-    """(whether to run the graph, its input): a fresh state for a new run; None to continue a killed one
-    from its checkpoint; a jump back to `generate` for a finished run whose new limits allow more turns;
-    and (False, None) for a run that has finished for good."""
+def eval_options(settings: EvalConfig) -> EvalOptions:
+    """The pipeline's options from a run's eval settings (agent.bench and agent.replay build them too)."""
+    return EvalOptions(
+        trials=settings.trials,
+        time=settings.time,
+        profile=settings.profile,
+        memcheck=settings.memcheck,
+        timeout_s=settings.timeout_s,
+    )
+
+
+def _starting_input(graph: Any, config: dict[str, Any], ctx: RunContext, seeded: list[Exchange]) -> tuple[bool, Any]:
+    """(whether to run the graph, its input): a fresh state for a new run (its history opened by the seed's
+    attempt, if any); None to continue a killed one from its checkpoint; a jump back to `generate` for a
+    finished run whose new limits allow more turns; and (False, None) for a run that has finished for good."""
     snapshot = graph.get_state(config)
     recorded = len(ctx.folder.turns())
     if not snapshot.values:
         if recorded:
             raise ConfigError(f"{ctx.folder.path} holds {recorded} turns but no checkpoint to resume from")
-        return True, {"turn": 0, "stop_reason": None}
+        return True, {"turn": 0, "stop_reason": None, **({"history": seeded} if seeded else {})}
     done = len(snapshot.values.get("results", []))
     if recorded > done + 1:  # only the turn whose feedback step was cut short may be ahead of the checkpoint
         raise ConfigError(f"{ctx.folder.path}: {recorded} turns recorded but the checkpoint has {done}")
@@ -203,11 +235,13 @@ def _starting_input(graph: Any, config: dict[str, Any], ctx: RunContext) -> tupl
     return True, Command(goto="generate", update={"stop_reason": None})
 
 
-def _header(ctx: RunContext, resumed: bool) -> None:
+def _header(ctx: RunContext, resumed: bool, seed: Seed | None) -> None:
     say = ctx.journal.say
     verb = "resuming" if resumed else "run"
     say(f"{verb} {ctx.folder.run_id}: {ctx.task.name} on {ctx.arch}, up to {ctx.settings.max_turns} turns")
     say(f"  llm: {ctx.policy.describe()}")
+    if seed is not None:
+        say(f"  seeded with turn {seed.turn.index} of {seed.folder.path} ({seed.turn.evaluation.status.value})")
     missing = ctx.harness.gpu_unavailable()
     say(f"  GPU stages: {'skipped (' + missing + '); attempts can at best be unverified' if missing else 'on'}")
     ctx.journal.event("run.start", resumed=resumed, policy=ctx.policy.describe(), gpu_unavailable=missing)

@@ -40,7 +40,10 @@ def command(bundle: Path) -> list[str]:
 
 
 def environment(device: int) -> dict[str, str]:
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(device))
+    """The environment of a child process that sees only GPU `device` (an ordinal among this process's GPUs,
+    so a caller limited by CUDA_VISIBLE_DEVICES keeps its children on the GPUs it was given)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES=visible.split(",")[device] if visible else str(device))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
     return env
 

@@ -24,11 +24,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tools.compiler import CompileResult
-from tools.gpu import memcheck, profile
+from tools.gpu import launcher, memcheck, profile
 from tools.plan import LaunchPlan
 from tools.schema import Arch, Stage, StageResult, StageState, Status, Task
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 TIMEOUT_HINT = (
     "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "
@@ -90,8 +88,7 @@ class GpuService:
 
     def _start(self) -> None:
         start = time.perf_counter()
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(self.device), PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH")) if p)
+        env = dict(launcher.environment(self.device), PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "tools.gpu.worker"],
             stdin=subprocess.PIPE,
