@@ -143,6 +143,7 @@ class GpuService:
             return ""
 
     def close(self) -> None:
+        """Stop the worker for good (the service is not used after this)."""
         if self._proc is not None and self._proc.poll() is None:
             try:
                 self._proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
@@ -151,6 +152,8 @@ class GpuService:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self._kill()
+        self._log.close()
+        self._log_path.unlink(missing_ok=True)
 
     def __enter__(self) -> GpuService:
         return self
