@@ -92,9 +92,6 @@ def _path(loc: tuple) -> str:
         # Pydantic puts the union tag ('tensor_map') after an arg's index; it is not a real field.
         if part in ARG_KINDS and i >= 2 and loc[i - 2] == "args" and isinstance(loc[i - 1], int):
             continue
-        # int | str unions add a branch name ('int', 'str') that means nothing to a model.
-        if part in ("int", "str") and i > 0:
-            continue
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tools import ptx as ptx_text
@@ -45,7 +45,6 @@ class Artifacts:
     solution: Solution | None = None
     plan: LaunchPlan | None = None
     compiled: CompileResult | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def evaluate_answer(
@@ -121,7 +120,6 @@ class Attempt:
             return StageResult(name=Stage.SASS, state=StageState.SKIPPED, message=f"nvdisasm unavailable: {e}")
         presence = sass.target_presence(self.task.targets[self.arch], self.art.compiled.ptx, opcodes)
         kernels = sass.kernel_summaries(opcodes)
-        self.art.extra["sass_opcodes"] = opcodes
         local = {k.name: k.local_memory for k in kernels if k.local_memory}
         notes = [
             f"{name}: local memory traffic {ops} (spills or a run-time-indexed array)" for name, ops in local.items()

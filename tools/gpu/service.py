@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -27,6 +27,9 @@ from tools.compiler import CompileResult
 from tools.gpu import launcher, memcheck, profile
 from tools.plan import LaunchPlan
 from tools.schema import Arch, Stage, StageResult, StageState, Status, Task
+
+if TYPE_CHECKING:
+    from tools.pipeline import EvalOptions
 
 TIMEOUT_HINT = (
     "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "
@@ -163,7 +166,9 @@ class GpuService:
 
     # ----------------------------------------------------------------------------------- evaluation
 
-    def evaluate(self, task: Task, arch: Arch, compiled: CompileResult, plan: LaunchPlan, options) -> GpuOutcome:
+    def evaluate(
+        self, task: Task, arch: Arch, compiled: CompileResult, plan: LaunchPlan, options: EvalOptions
+    ) -> GpuOutcome:
         """run → check → time in the worker, then profile and memcheck here; stops at the first failure."""
         seed = options.seed if options.seed is not None else int.from_bytes(os.urandom(4), "little") % 10**6
         request = {
