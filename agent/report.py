@@ -1,237 +1,49 @@
-"""`python -m agent.report DIR… [--out DIR]`: a Markdown report of the runs at or below each DIR (bench
-folders, runs dirs, run folders), with its tables as CSV and its plots as PNG, from the run folders alone.
-
-Writes report.md, scores.csv (every group at every turn limit), budget.csv (single-shot pass@k vs
-repair at equal attempt budgets), status_per_turn.csv, trajectories.csv, and the plots
-success_vs_budget.png, speedup_by_task.png, status_per_turn.png (skipped, and said so, without
-matplotlib). Prints the report's path.
-"""
+"""`python -m agent.report DIR… [out=DIR]`: a Markdown report, with CSV tables and PNG plots, of the runs at
+or below each DIR (bench folders, runs dirs, run folders). Prints the report's path. Exit status 0 written;
+2 usage error, or no readable run under DIR."""
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
-from agent import report_plots, score
-from agent.store import RunFolderError, find_runs
-from agent.tables import markdown_table, percent, times, write_csv
-from tools.schema import Status, Trajectory
+from pydantic import BaseModel, Field
 
-BUDGETS_SHOWN = (1, 2, 4, 8)
-UNFINISHED_LISTED = 10
+from agent import cli
+from agent.bench.report import write_report
+from agent.loop.store import find_runs
+
+
+class ReportSettings(BaseModel):
+    out: Path | None = Field(None, description="Where to write the report (default: the first DIR's report/).")
+
+
+def usage() -> str:
+    return "\n".join(["usage: python -m agent.report DIR… [out=DIR]", "", __doc__.split("\n\n")[0], "",
+                      "settings:", *cli.described(ReportSettings)])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m agent.report",
-        description="A Markdown report, with CSV tables and PNG plots, of the runs at or below each DIR.",
-    )
-    parser.add_argument("dirs", nargs="+", type=Path, help="bench folders, runs dirs or run folders")
-    parser.add_argument("--out", type=Path, help="where to write the report [first DIR/report]")
-    args = parser.parse_args(argv)
-    missing = [str(d) for d in args.dirs if not d.is_dir()]
+    return cli.run(usage, _report, argv)
+
+
+def _report(argv: list[str]) -> int:
+    words, pairs = cli.split_argv(argv)
+    settings = cli.settings(ReportSettings, pairs)
+    dirs = [Path(w) for w in words]
+    if not dirs:
+        raise cli.ConfigError("name the runs to report on: python -m agent.report DIR…")
+    missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
-        print(f"error: not a folder: {', '.join(missing)}", file=sys.stderr)
-        return 2
+        raise cli.ConfigError(f"not a folder: {', '.join(missing)}")
     try:
-        trajs = [f.trajectory() for f in find_runs(args.dirs)]
-    except (RunFolderError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        trajs = [f.trajectory() for f in find_runs(dirs)]
+    except ValueError as e:  # a run folder's files that do not parse (RunFolderError is one)
+        raise cli.ConfigError(str(e)) from None
     if not trajs:
-        print(f"error: no run folders under {', '.join(map(str, args.dirs))}", file=sys.stderr)
-        return 2
-    print(write_report(trajs, args.out or args.dirs[0] / "report", args.dirs))
+        raise cli.ConfigError(f"no run folders under {', '.join(map(str, dirs))}")
+    print(write_report(trajs, settings.out or dirs[0] / "report", dirs))
     return 0
-
-
-def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) -> Path:
-    """report.md, its CSVs and plots in `out`; returns report.md's path."""
-    out.mkdir(parents=True, exist_ok=True)
-    scores = score.suite_scores(trajs)
-    budget = score.single_vs_multi(trajs)
-    statuses = score.status_per_turn(trajs)
-    write_csv(out / "scores.csv", [s.row() for s in scores])
-    write_csv(out / "budget.csv", [p.row() for p in budget])
-    write_csv(out / "status_per_turn.csv", [s.row() for s in statuses])
-    write_csv(out / "trajectories.csv", [score.trajectory_row(t) for t in trajs])
-    plots, skipped = report_plots.draw(trajs, out)
-    sections = [
-        _header(trajs, sources, skipped),
-        _headline(scores),
-        _budget(budget, plots.get("success_vs_budget")),
-        _per_task(scores),
-        _speedups(trajs, plots.get("speedup_by_task")),
-        _status(statuses, plots.get("status_per_turn")),
-        "## Files\n\n" + "\n".join(f"- `{p.name}`" for p in sorted(out.glob("*.csv"))),
-    ]
-    path = out / "report.md"
-    path.write_text("\n\n".join(sections) + "\n")
-    return path
-
-
-def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str | None) -> str:
-    attempts = [t for traj in trajs for t in traj.turns]
-    unverified = sum(t.evaluation.status is Status.UNVERIFIED for t in attempts)
-    unfinished = [traj.run_id for traj in trajs if not score.finished(traj)]
-    models = sorted({score.model(t) for t in trajs})
-    lines = [
-        "# PTXBench report",
-        "",
-        f"{len(trajs)} runs, {len(attempts)} attempts, from {', '.join(f'`{s}`' for s in sources)}; "
-        f"models: {', '.join(models)}; generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
-        "",
-        "- **correct**: a turn passed the check against the fp32 reference. *Unverified* attempts (GPU stages "
-        f"skipped: {unverified} of {len(attempts)} here) count as not correct.",
-        "- **+targets**: correct with the arch's target instructions executed, in the same turn.",
-        "- **speedup**: baseline (cuBLAS/cuDNN) time / kernel time. **fast_p**: correct with speedup > p — per "
-        "trajectory (its best turn within the limit) or per attempt (share of turns within the limit).",
-        "- **geomean**: geometric mean of the speedups of correct attempts; *best*: of correct trajectories' best.",
-        "- **single** runs are one-turn samples; **multi** runs repair for up to max_turns turns and stop once solved.",
-    ]
-    if unfinished:
-        shown = ", ".join(unfinished[:UNFINISHED_LISTED]) + (" …" if len(unfinished) > UNFINISHED_LISTED else "")
-        runs = f"{len(unfinished)} unfinished run{'s' if len(unfinished) > 1 else ''}"
-        lines.append(f"- **{runs}** (killed or stopped on an error; scored on the turns they have; resume them "
-                     f"for final numbers): {shown}")  # fmt: skip
-    if plots_skipped:
-        lines.append(f"- Plots skipped: {plots_skipped}.")
-    return "\n".join(lines)
-
-
-def _headline(scores: list[score.SuiteScore]) -> str:
-    headers = ("model", "arch", "mode", "turns ≤", "runs", "correct", "+targets", "fast_0.8", "fast_1",
-               "fast_1/attempt", "geomean", "geomean best")  # fmt: skip
-    fast1 = score.FAST_P.index(1.0)
-    rows = [
-        (
-            g.model,
-            g.arch,
-            g.mode,
-            s.turn_limit,
-            s.trajectories,
-            percent(s.correct),
-            percent(s.correct_targets),
-            percent(s.fast_traj[score.FAST_P.index(0.8)]),
-            percent(s.fast_traj[fast1]),
-            percent(s.fast_turn[fast1]),
-            times(s.geomean_speedup),
-            times(s.geomean_best),
-        )
-        for s in scores
-        if (g := s.group).task == score.ALL and (g.arch != score.ALL or _archs(scores) > 1)
-    ]
-    return "## Headline (all tasks)\n\n" + markdown_table(headers, rows)
-
-
-def _archs(scores: list[score.SuiteScore]) -> int:
-    return len({s.group.arch for s in scores} - {score.ALL})
-
-
-def _budget(points: list[score.BudgetPoint], plot: str | None) -> str:
-    text = [
-        "## Single-shot vs repair at equal attempt budgets",
-        "",
-        "pass@k: the unbiased estimator 1 − C(n−c, k)/C(n, k) over each problem's n single-shot samples (c correct); "
-        "repair@k: the share of repair runs correct within k turns. Pooled rows are means over problems; "
-        "'-': k exceeds the samples or the turns.",
-    ]
-    if not points:
-        return "\n".join([*text, "", "(needs both single and multi runs of a problem)"])
-    if plot:
-        text += ["", f"![success vs attempt budget]({plot})"]
-    headers = ("model", "task", "arch", "k", "pass@k", "repair@k", "fast_1 pass@k", "fast_1 repair@k")
-    rows = [
-        (
-            g.model,
-            g.task,
-            g.arch,
-            p.k,
-            percent(p.pass_at_k),
-            percent(p.repair_at_k),
-            percent(p.fast1_pass_at_k),
-            percent(p.fast1_repair_at_k),
-        )
-        for p in points
-        if p.k in BUDGETS_SHOWN
-        and not ((g := p.group).task == score.ALL and g.arch == score.ALL and _single_arch(points))
-    ]
-    return "\n".join([*text, "", markdown_table(headers, rows)])
-
-
-def _single_arch(points: list[score.BudgetPoint]) -> bool:
-    return len({p.group.arch for p in points} - {score.ALL}) == 1
-
-
-def _per_task(scores: list[score.SuiteScore]) -> str:
-    last = {}
-    for s in scores:
-        if s.group.task != score.ALL:
-            last[s.group] = s  # suite_scores lists limits in increasing order: the last is the largest
-    headers = ("model", "task", "arch", "mode", "turns ≤", "runs", "correct", "+targets", "fast_1", "best",
-               "geomean best", "unfinished")  # fmt: skip
-    rows = [
-        (
-            g.model,
-            g.task,
-            g.arch,
-            g.mode,
-            s.turn_limit,
-            s.trajectories,
-            percent(s.correct),
-            percent(s.correct_targets),
-            percent(s.fast_traj[score.FAST_P.index(1.0)]),
-            times(s.best_speedup),
-            times(s.geomean_best),
-            s.unfinished,
-        )
-        for g, s in last.items()
-    ]
-    return "## Per task (at each mode's last turn)\n\n" + markdown_table(headers, rows)
-
-
-def _speedups(trajs: list[Trajectory], plot: str | None) -> str:
-    best: dict[tuple[str, str, str, str], list[float]] = {}
-    for t in trajs:
-        row = score.trajectory_row(t)
-        values = best.setdefault((row["model"], row["task"], row["arch"], row["mode"]), [])
-        if row["best_speedup"] is not None:
-            values.append(row["best_speedup"])
-    headers = ("model", "task", "arch", "mode", "correct runs", "min", "median", "max")
-    rows = [
-        (
-            *key,
-            len(v),
-            times(min(v, default=None)),
-            times(statistics.median(v) if v else None),
-            times(max(v, default=None)),
-        )
-        for key, v in sorted(best.items())
-    ]
-    text = ["## Speedup distribution (best speedup of each correct run)"]
-    if plot:
-        text += ["", f"![speedup by task]({plot})"]
-    return "\n".join([*text, "", markdown_table(headers, rows)])
-
-
-def _status(statuses: list[score.TurnStatus], plot: str | None) -> str:
-    text = [
-        "## Status per turn (all tasks and archs)",
-        "",
-        "format = no parsable answer; runtime = launch or run-time error; not reached = the run had stopped "
-        "(solved, out of answers, or unfinished).",
-    ]
-    if plot:
-        text += ["", f"![status per turn]({plot})"]
-    pooled = [s for s in statuses if s.group.task == score.ALL and s.group.arch == score.ALL]
-    columns = [c for c in (*score.CLASSES, score.NOT_REACHED) if any(s.counts.get(c) for s in pooled)]
-    headers = ("model", "mode", "turn", *(c.replace("_", " ") for c in columns))
-    rows = [(s.group.model, s.group.mode, s.turn, *(s.counts.get(c, 0) for c in columns)) for s in pooled]
-    return "\n".join([*text, "", markdown_table(headers, rows)])
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """`python -m tasks`: the catalog as a table."""
 
 from tasks.catalog import TARGETS, TASKS
-from tools.expr import evaluate
-from tools.schema import ARCH_ALIASES, Arch
+from tasks.expr import evaluate
+from tasks.schema import ARCH_ALIASES, Arch
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ baseline calls are named here and live in tasks/references.py and tasks/baseline
 
 from __future__ import annotations
 
-from tools.schema import Arch, Baseline, TargetGroup, Task, TensorSpec, UnknownName
+from tasks.schema import Arch, Baseline, TargetGroup, Task, TensorSpec, UnknownName
 
 HOPPER_TARGETS = [
     TargetGroup(

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 import torch
 
+from tasks.expr import evaluate
 from tasks.references import run_reference
-from tools.expr import evaluate
-from tools.schema import Task
+from tasks.schema import Task
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "bfloat16": torch.bfloat16,

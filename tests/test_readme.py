@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -24,3 +27,31 @@ def test_ci_runs_the_readme_test_command():
     _, tests = readme_commands()
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     assert tests in ci
+
+
+def readme_modules() -> list[str]:
+    """Every `python -m MODULE` a code block of README shows."""
+    inside, code = False, []
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("```"):
+            inside = not inside
+        elif inside:
+            code.append(line)
+    return sorted(set(re.findall(r"python3? -m ([\w.]+)", "\n".join(code))) - {"venv", "pip"})
+
+
+def test_every_command_readme_shows_prints_its_help():
+    modules = readme_modules()
+    assert {"agent.solve", "agent.bench", "agent.report", "agent.replay", "agent.export_sft"} <= set(modules)
+
+    def run(module: str, word: str) -> tuple[str, str, subprocess.CompletedProcess]:
+        done = subprocess.run([sys.executable, "-m", module, word], capture_output=True, text=True, timeout=120,
+                              cwd=ROOT)  # fmt: skip
+        return module, word, done
+
+    words = {m: ["--help", "help"] if m.startswith("agent.") else ["--help"] for m in modules}
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda mw: run(*mw), [(m, w) for m, ws in words.items() for w in ws]))
+    for module, word, done in results:
+        assert done.returncode == 0, f"python -m {module} {word}: {done.stderr[-500:]}"
+        assert "usage" in done.stdout.lower() and "Traceback" not in done.stderr, f"{module} {word}"

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 
-from tools.compiler import KernelResources
-from tools.expr import ExprError, evaluate
+from tasks.expr import ExprError, evaluate
+from tasks.schema import Arch
+from tools.assemble import KernelResources
 from tools.ptx import Entry, Param
-from tools.schema import Arch, Launch, LaunchSpec, ScalarArg, TensorArg, TensorMapArg
+from tools.schema import Launch, LaunchSpec, ScalarArg, TensorArg, TensorMapArg
 
 SCALAR_BYTES = {"u32": 4, "s32": 4, "f32": 4, "u64": 8, "s64": 8}
 TENSOR_MAP_BYTES = 128

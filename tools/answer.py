@@ -80,6 +80,8 @@ def format_validation_error(error: ValidationError, limit: int = 12) -> str:
             msg = "required field is missing"
         elif item["type"] == "literal_error":
             msg = f"{msg}, got {item.get('input')!r}"
+        elif item["type"] == "value_error":
+            msg = msg.removeprefix("Value error, ")
         lines.append(f"- {path or '(top level)'}: {msg}")
     if len(error.errors()) > limit:
         lines.append(f"- … and {len(error.errors()) - limit} more")

@@ -10,13 +10,16 @@ import sys
 from pathlib import Path
 
 from tasks.catalog import TARGETS, get_task
-from tools import ptx as ptx_text
+from tasks.schema import Arch, UnknownName
 from tools import sass
-from tools.abi import check_abi
 from tools.answer import AnswerError, extract_solution
-from tools.compiler import MAX_SOURCE_BYTES, CompileResult, compile_source
+from tools.assemble import MAX_SOURCE_BYTES, CompileResult
+from tools.options import EvalOptions
+from tools.pipeline import abi_stage, compile_stage, sass_stage
 from tools.plan import SpecError, plan_launches
-from tools.schema import Arch, UnknownName
+from tools.schema import StageState
+
+DEFAULT_TIMEOUT_S = EvalOptions().timeout_s
 
 
 class InputError(Exception):
@@ -55,6 +58,7 @@ def kind_of(path: Path, text: str) -> str:
 
 
 def build_report(path: Path, arch: Arch, task_name: str | None) -> dict:
+    """The pipeline's static stages on one file: compile, sass, and (an answer with --task) extract and abi."""
     text = read_text(path)
     kind = kind_of(path, text)
     task = get_task(task_name) if task_name else None
@@ -69,19 +73,23 @@ def build_report(path: Path, arch: Arch, task_name: str | None) -> dict:
         language, source = solution.language, solution.source
     else:
         language, source = kind, text
-    compiled = compile_source(language, source, arch)
+    _, compiled = compile_stage(language, source, arch, DEFAULT_TIMEOUT_S)
     report = {"file": str(path), "arch": str(arch), "language": language, **_compile_fields(compiled)}
     groups = task.targets[arch] if task else TARGETS[arch]
-    opcodes = sass.full_opcodes(sass.disassemble(compiled.cubin)) if compiled.ok else {}
-    summaries = {k.name: k for k in sass.kernel_summaries(opcodes)}
-    for k in report["kernels"]:
-        s = summaries.get(k["name"])
-        k["sass"] = s.model_dump(exclude={"name"}) if s else None
-    presence = sass.target_presence(groups, compiled.ptx or (source if language == "ptx" else ""), opcodes)
-    report["targets"] = {g: p.model_dump() for g, p in presence.items()}
+    if compiled.ok:
+        stage = sass_stage(compiled, groups)
+        if stage.state is StageState.SKIPPED:
+            raise sass.SassError(stage.message)
+        summaries = {k["name"]: k for k in stage.detail["kernels"]}
+        for k in report["kernels"]:
+            s = summaries.get(k["name"])
+            k["sass"] = {key: v for key, v in s.items() if key != "name"} if s else None
+        report["targets"] = stage.detail["targets"]
+    else:  # what the PTX names, for a module that did not assemble
+        presence = sass.target_presence(groups, compiled.ptx or (source if language == "ptx" else ""), {})
+        report["targets"] = {g: p.model_dump() for g, p in presence.items()}
     if solution and task and compiled.ok:
-        entries = ptx_text.entries(compiled.ptx)
-        report["abi"] = check_abi(solution.launch, entries, arch, task.dims, compiled.kernels)
+        report["abi"] = abi_stage(solution, compiled, task, arch).detail.get("problems", [])
     return report
 
 

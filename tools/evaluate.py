@@ -9,11 +9,14 @@ import sys
 from pathlib import Path
 
 from tasks import get_task
+from tasks.schema import Arch, UnknownName
 from tools.compile import InputError, read_text
 from tools.gpu.service import GpuService
-from tools.pipeline import EvalOptions, evaluate_answer
-from tools.schema import Arch, Evaluation, StageState, UnknownName
+from tools.options import EvalOptions
+from tools.pipeline import evaluate_answer
+from tools.schema import Evaluation, StageState
 
+DEFAULTS = EvalOptions()
 MARK = {StageState.PASSED: "ok  ", StageState.FAILED: "FAIL", StageState.SKIPPED: "skip"}
 
 
@@ -42,9 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-time", action="store_true", help="skip timing against the baseline")
     parser.add_argument("--no-profile", action="store_true", help="skip the Nsight Compute instruction profile")
     parser.add_argument("--memcheck", action="store_true", help="also run compute-sanitizer's memcheck")
-    parser.add_argument("--trials", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--timeout", type=float, default=120.0, help="wall-clock limit of the GPU stages (s)")
+    fields = EvalOptions.model_fields
+    parser.add_argument("--trials", type=int, default=DEFAULTS.trials, help=fields["trials"].description)
+    parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help=fields["seed"].description)
+    parser.add_argument("--timeout", type=float, default=DEFAULTS.timeout_s, help=fields["timeout_s"].description)
     parser.add_argument("--device", type=int, default=0, help="GPU ordinal")
     args = parser.parse_args(argv)
     try:

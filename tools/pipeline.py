@@ -1,167 +1,216 @@
 """One attempt, stage by stage: extract → compile → sass → abi → run → check → time → profile.
 
-The evaluator stops at the first failing stage; later stages are left out. GPU stages run in the GPU
-service's worker process; without a GPU of the solution's arch they are `skipped` with the reason, and
-the attempt is `unverified`, never `passed`.
+The static steps run where the caller runs and leave a `Static` record, plain data that the repair loop
+keeps in its checkpointed state between its nodes: `extract` (the answer → a Solution and its concrete
+LaunchPlan) and `build` (compile, sass, abi → the CompiledModule). `on_gpu` then runs the GPU stages of
+that module on a `Gpu` (tools/gpu/base.py). Each step stops at the first failing stage; without a GPU of
+the solution's arch the GPU stages are `skipped` with the reason and the attempt is `unverified`, never
+`passed`. The stage functions are also what `python -m tools.compile` reports.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
+from pydantic import BaseModel, Field
+
+from tasks.schema import Arch, TargetGroup, Task
 from tools import ptx as ptx_text
 from tools import sass
 from tools.abi import check_abi
 from tools.answer import AnswerError, extract_solution
-from tools.compiler import CompileResult, compile_source
+from tools.assemble import CompileResult, compile_source
+from tools.gpu.base import CompiledModule, Gpu, Unavailable
+from tools.options import EvalOptions
 from tools.plan import LaunchPlan, SpecError, plan_launches
-from tools.schema import Arch, Evaluation, Solution, Stage, StageResult, StageState, Status, Task
-
-if TYPE_CHECKING:
-    from tools.gpu.service import GpuService
+from tools.schema import Evaluation, Solution, Stage, StageResult, StageState, Status
 
 GPU_STAGES = (Stage.RUN, Stage.CHECK, Stage.TIME, Stage.PROFILE)
+FAILURE_STATUS = {
+    Stage.EXTRACT: Status.EXTRACT_ERROR,
+    Stage.COMPILE: Status.COMPILE_ERROR,
+    Stage.SASS: Status.COMPILE_ERROR,
+    Stage.ABI: Status.ABI_ERROR,
+}
+PENDING = "the GPU stages run in the next step"
+T = TypeVar("T")
 
 
-@dataclass
-class EvalOptions:
-    """What to run and how hard."""
+class Static(BaseModel):
+    """What the static steps produced so far: their stages, and what the next step consumes."""
 
-    trials: int = 3  # correctness trials, each on fresh inputs
-    seed: int | None = None  # None: a fresh seed per attempt (recorded in the check stage)
-    time: bool = True  # time against the baseline
-    profile: bool = True  # count executed instructions with Nsight Compute
-    memcheck: bool = False  # compute-sanitizer on the candidate's kernels
-    timeout_s: float = 120.0  # wall-clock limit for the GPU stages of one attempt
-
-
-@dataclass
-class Artifacts:
-    """What the static stages produced, for the GPU stages and for reports."""
-
+    stages: list[StageResult] = Field(default_factory=list)
     solution: Solution | None = None
     plan: LaunchPlan | None = None
-    compiled: CompileResult | None = None
+    module: CompiledModule | None = Field(None, description="Set once compile, sass and abi all passed.")
+
+    @property
+    def failed(self) -> StageResult | None:
+        return next((s for s in self.stages if s.state is StageState.FAILED), None)
+
+
+def _timed(stage_fn: Callable[..., T]) -> Callable[..., T]:
+    """Record the stage's wall time in its `seconds` (the stage is the result, or the result's first item)."""
+
+    @functools.wraps(stage_fn)
+    def timed(*args, **kwargs) -> T:
+        start = time.perf_counter()
+        out = stage_fn(*args, **kwargs)
+        (out[0] if isinstance(out, tuple) else out).seconds = time.perf_counter() - start
+        return out
+
+    return timed
+
+
+# ---------------------------------------------------------------------------------------- extract
+
+
+def extract(task: Task, arch: Arch, *, answer: str | None = None, solution: Solution | None = None) -> Static:
+    """The extract stage: the answer's Solution (or the given one) and its LaunchPlan at the task's dims."""
+    stage, solution, plan = extract_stage(task, arch, answer, solution)
+    return Static(stages=[stage], solution=solution, plan=plan)
+
+
+@_timed
+def extract_stage(
+    task: Task, arch: Arch, answer: str | None, solution: Solution | None
+) -> tuple[StageResult, Solution | None, LaunchPlan | None]:
+    try:
+        solution = solution or extract_solution(answer or "")
+        plan = plan_launches(solution.launch, task, arch)
+    except (AnswerError, SpecError) as e:
+        return StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=str(e)), None, None
+    detail = {"language": solution.language, "source_lines": solution.source.count("\n") + 1,
+              "launches": len(solution.launch.launches), "solution_hash": solution.content_hash}  # fmt: skip
+    return StageResult(name=Stage.EXTRACT, state=StageState.PASSED, detail=detail), solution, plan
+
+
+# ---------------------------------------------------------------------------------- compile, sass, abi
+
+
+@_timed
+def compile_stage(language: str, source: str, arch: Arch, timeout_s: float) -> tuple[StageResult, CompileResult]:
+    compiled = compile_source(language, source, arch, timeout_s)
+    detail = compiled.model_dump(mode="json", exclude={"ptx", "log", "arch", "language"})
+    if not compiled.ok:
+        return StageResult(
+            name=Stage.COMPILE, state=StageState.FAILED, message=compiled.message(), detail=detail
+        ), compiled
+    warnings = [d.render() for d in compiled.diagnostics if d.severity == "warning"]
+    return StageResult(
+        name=Stage.COMPILE, state=StageState.PASSED, message="\n".join(warnings[:5]), detail=detail
+    ), compiled
+
+
+@_timed
+def sass_stage(compiled: CompileResult, groups: list[TargetGroup]) -> StageResult:
+    """Opcode histograms per kernel, local-memory traffic, and which target groups the SASS holds."""
+    try:
+        opcodes = sass.full_opcodes(sass.disassemble(compiled.cubin))
+    except sass.SassError as e:  # a tool failure, not the kernel's
+        return StageResult(name=Stage.SASS, state=StageState.SKIPPED, message=f"nvdisasm unavailable: {e}")
+    presence = sass.target_presence(groups, compiled.ptx, opcodes)
+    kernels = sass.kernel_summaries(opcodes)
+    notes = [
+        f"{k.name}: local memory traffic {k.local_memory} (spills or a run-time-indexed array)"
+        for k in kernels
+        if k.local_memory
+    ]
+    missing = [g for g, p in presence.items() if not p.sass]
+    if missing:
+        notes.append(f"not in the SASS: {', '.join(missing)} (required at run time)")
+    detail = {"kernels": [k.model_dump() for k in kernels], "targets": {g: p.model_dump() for g, p in presence.items()}}
+    return StageResult(name=Stage.SASS, state=StageState.PASSED, message="\n".join(notes), detail=detail)
+
+
+@_timed
+def abi_stage(solution: Solution, compiled: CompileResult, task: Task, arch: Arch) -> StageResult:
+    """The launch spec against the module's .entry parameter lists and directives."""
+    entries = ptx_text.entries(compiled.ptx)
+    problems = check_abi(solution.launch, entries, arch, task.dims, compiled.kernels)
+    if problems:
+        return StageResult(name=Stage.ABI, state=StageState.FAILED, message="\n".join(problems),
+                           detail={"problems": problems})  # fmt: skip
+    detail = {"entries": {n: [p.describe() for p in e.params] for n, e in entries.items()}}
+    return StageResult(name=Stage.ABI, state=StageState.PASSED, detail=detail)
+
+
+def build(static: Static, task: Task, arch: Arch, options: EvalOptions) -> Static:
+    """compile → sass → abi on an extracted solution; the record gains the module when all three pass."""
+    if static.failed or static.solution is None or static.plan is None:
+        return static
+    sol = static.solution
+    stage, compiled = compile_stage(sol.language, sol.source, arch, options.timeout_s)
+    stages = [*static.stages, stage]
+    if stage.state is StageState.FAILED:
+        return static.model_copy(update={"stages": stages})
+    stages.append(sass_stage(compiled, task.targets[arch]))  # skipped at worst: nvdisasm is our tool, not theirs
+    stages.append(abi_stage(sol, compiled, task, arch))
+    if stages[-1].state is StageState.FAILED:
+        return static.model_copy(update={"stages": stages})
+    module = CompiledModule(language=sol.language, ptx=compiled.ptx, cubin=compiled.cubin, plan=static.plan,
+                            kernels=compiled.kernels)  # fmt: skip
+    return static.model_copy(update={"stages": stages, "module": module})
+
+
+# ---------------------------------------------------------------------------------------- verdicts
+
+
+def evaluation(static: Static, task: Task, arch: Arch, gpu_reason: str = PENDING) -> Evaluation:
+    """The Evaluation the static steps alone support: the failed stage's status, or `unverified` with the
+    GPU stages skipped for `gpu_reason`."""
+    failed = static.failed
+    if failed is not None:
+        return _finish(static, task, arch, FAILURE_STATUS[failed.name], f"{failed.name} failed: {failed.message}")
+    skipped = [StageResult(name=s, state=StageState.SKIPPED, message=gpu_reason) for s in GPU_STAGES]
+    message = f"compiled and checked statically; GPU stages skipped: {gpu_reason}"
+    return _finish(static, task, arch, Status.UNVERIFIED, message, static.stages + skipped)
+
+
+def on_gpu(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gpu) -> Evaluation:
+    """run → check → time → profile of the built module on `gpu`; skipped (with the reason) where it cannot."""
+    if static.failed or static.module is None:
+        return evaluation(static, task, arch)
+    reason = gpu.unavailable_reason(arch)
+    if reason:
+        return evaluation(static, task, arch, reason)
+    outcome = gpu.evaluate(task, arch, static.module, options)
+    return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages,
+                   device=outcome.device, **outcome.metrics)  # fmt: skip
+
+
+def _finish(
+    static: Static, task: Task, arch: Arch, status: Status, message: str, stages: list[StageResult] | None = None,
+    **metrics,
+) -> Evaluation:  # fmt: skip
+    return Evaluation(
+        task=task.name,
+        arch=arch,
+        status=status,
+        message=message,
+        stages=stages if stages is not None else list(static.stages),
+        solution_hash=static.solution.content_hash if static.solution else None,
+        **metrics,
+    )
 
 
 def evaluate_answer(
-    answer: str, task: Task, arch: Arch, options: EvalOptions | None = None, gpu: GpuService | None = None
+    answer: str, task: Task, arch: Arch, options: EvalOptions | None = None, gpu: Gpu | None = None
 ) -> Evaluation:
-    """Evaluate a model's Markdown answer."""
-    attempt = Attempt(task, arch, options)
-    return attempt.static(answer=answer) or attempt.on_gpu(gpu)
+    """Every stage of a model's Markdown answer; `gpu` None: static stages only."""
+    return _evaluate(task, arch, options, gpu, answer=answer)
 
 
 def evaluate_solution(
-    solution: Solution, task: Task, arch: Arch, options: EvalOptions | None = None, gpu: GpuService | None = None
+    solution: Solution, task: Task, arch: Arch, options: EvalOptions | None = None, gpu: Gpu | None = None
 ) -> Evaluation:
-    attempt = Attempt(task, arch, options)
-    return attempt.static(solution=solution) or attempt.on_gpu(gpu)
+    return _evaluate(task, arch, options, gpu, solution=solution)
 
 
-class Attempt:
-    """One attempt in two steps: `static()` on this machine, then `on_gpu()` on what it produced, so a
-    caller that shows the steps apart (the repair loop's graph) compiles only once."""
-
-    def __init__(self, task: Task, arch: Arch, options: EvalOptions | None = None):
-        self.task, self.arch, self.options = task, arch, options or EvalOptions()
-        self.stages: list[StageResult] = []
-        self.art = Artifacts()
-
-    def static(self, answer: str | None = None, solution: Solution | None = None) -> Evaluation | None:
-        """extract → compile → sass → abi: the Evaluation of the first failing stage, or None when all passed."""
-        steps: list[tuple[Stage, Status, Callable[[], StageResult]]] = [
-            (Stage.EXTRACT, Status.EXTRACT_ERROR, lambda: self._extract(answer, solution)),
-            (Stage.COMPILE, Status.COMPILE_ERROR, self._compile),
-            (Stage.SASS, Status.COMPILE_ERROR, self._sass),
-            (Stage.ABI, Status.ABI_ERROR, self._abi),
-        ]
-        for stage, failure_status, step in steps:
-            start = time.perf_counter()
-            result = step()
-            result.seconds = time.perf_counter() - start
-            self.stages.append(result)
-            if result.state is StageState.FAILED:
-                return self._finish(failure_status, f"{stage} failed: {result.message}")
-        return None
-
-    def _extract(self, answer: str | None, solution: Solution | None) -> StageResult:
-        try:
-            self.art.solution = solution or extract_solution(answer or "")
-            self.art.plan = plan_launches(self.art.solution.launch, self.task, self.arch)
-        except (AnswerError, SpecError) as e:
-            return StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=str(e))
-        sol = self.art.solution
-        detail = {
-            "language": sol.language,
-            "source_lines": sol.source.count("\n") + 1,
-            "launches": len(sol.launch.launches),
-            "solution_hash": sol.content_hash,
-        }
-        return StageResult(name=Stage.EXTRACT, state=StageState.PASSED, detail=detail)
-
-    def _compile(self) -> StageResult:
-        sol = self.art.solution
-        compiled = compile_source(sol.language, sol.source, self.arch, self.options.timeout_s)
-        self.art.compiled = compiled
-        detail = compiled.model_dump(mode="json", exclude={"ptx", "log", "arch", "language"})
-        if not compiled.ok:
-            return StageResult(name=Stage.COMPILE, state=StageState.FAILED, message=compiled.message(), detail=detail)
-        warnings = [d.render() for d in compiled.diagnostics if d.severity == "warning"]
-        return StageResult(name=Stage.COMPILE, state=StageState.PASSED, message="\n".join(warnings[:5]), detail=detail)
-
-    def _sass(self) -> StageResult:
-        try:
-            opcodes = sass.full_opcodes(sass.disassemble(self.art.compiled.cubin))
-        except Exception as e:  # a tool failure, not the kernel's
-            return StageResult(name=Stage.SASS, state=StageState.SKIPPED, message=f"nvdisasm unavailable: {e}")
-        presence = sass.target_presence(self.task.targets[self.arch], self.art.compiled.ptx, opcodes)
-        kernels = sass.kernel_summaries(opcodes)
-        local = {k.name: k.local_memory for k in kernels if k.local_memory}
-        notes = [
-            f"{name}: local memory traffic {ops} (spills or a run-time-indexed array)" for name, ops in local.items()
-        ]
-        missing = [g for g, p in presence.items() if not p.sass]
-        if missing:
-            notes.append(f"not in the SASS: {', '.join(missing)} (required at run time)")
-        detail = {
-            "kernels": [k.model_dump() for k in kernels],
-            "targets": {g: p.model_dump() for g, p in presence.items()},
-        }
-        return StageResult(name=Stage.SASS, state=StageState.PASSED, message="\n".join(notes), detail=detail)
-
-    def _abi(self) -> StageResult:
-        entries = ptx_text.entries(self.art.compiled.ptx)
-        problems = check_abi(self.art.solution.launch, entries, self.arch, self.task.dims, self.art.compiled.kernels)
-        if problems:
-            return StageResult(name=Stage.ABI, state=StageState.FAILED, message="\n".join(problems))
-        detail = {"entries": {n: [p.describe() for p in e.params] for n, e in entries.items()}}
-        return StageResult(name=Stage.ABI, state=StageState.PASSED, detail=detail)
-
-    def on_gpu(self, gpu: GpuService | None) -> Evaluation:
-        """run → check → time → profile on what static() produced; skipped (with the reason) without a GPU."""
-        static = self.stages[:]
-        reason = gpu.unavailable_reason(self.arch) if gpu else "no GPU service in this process"
-        if reason:
-            skipped = [StageResult(name=stage, state=StageState.SKIPPED, message=reason) for stage in GPU_STAGES]
-            return self._finish(
-                Status.UNVERIFIED, f"compiled and checked statically; GPU stages skipped: {reason}", static + skipped
-            )
-        outcome = gpu.evaluate(self.task, self.arch, self.art.compiled, self.art.plan, self.options)
-        device = (gpu.device_info() or {}).get("name")
-        return self._finish(outcome.status, outcome.message, static + outcome.stages, device=device, **outcome.metrics)
-
-    def _finish(self, status: Status, message: str, stages: list[StageResult] | None = None, **metrics) -> Evaluation:
-        sol = self.art.solution
-        return Evaluation(
-            task=self.task.name,
-            arch=self.arch,
-            status=status,
-            message=message,
-            stages=stages if stages is not None else self.stages[:],
-            solution_hash=sol.content_hash if sol else None,
-            **metrics,
-        )
+def _evaluate(task: Task, arch: Arch, options: EvalOptions | None, gpu: Gpu | None, **given) -> Evaluation:
+    options = options or EvalOptions()
+    static = build(extract(task, arch, **given), task, arch, options)
+    return on_gpu(static, task, arch, options, gpu or Unavailable("no GPU service in this process"))

@@ -12,8 +12,9 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from tools.expr import ExprError, evaluate
-from tools.schema import DTYPE_BYTES, Arch, LaunchSpec, ScalarArg, Task, TensorArg, TensorMapArg
+from tasks.expr import ExprError, evaluate
+from tasks.schema import DTYPE_BYTES, Arch, Task
+from tools.schema import LaunchSpec, ScalarArg, TensorArg, TensorMapArg
 
 MAX_THREADS = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)

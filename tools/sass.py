@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from tasks.schema import TargetGroup
 from tools import ptx as ptx_text
-from tools.schema import TargetGroup
 from tools.toolchain import ToolNotFound, find_tool
 
 _SECTION = re.compile(r"^\s*\.text\.([\w$.]+):")

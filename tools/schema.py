@@ -1,5 +1,5 @@
-"""The project's nouns, one pydantic model each (see DESIGN.md): Task, Arch, Solution, LaunchSpec,
-Evaluation, Turn and Trajectory. Everything that crosses a process or a file is one of these."""
+"""The harness's nouns and the run records, one pydantic model each (see DESIGN.md): Solution, LaunchSpec,
+Evaluation, Turn and Trajectory. The workload's nouns (Task, Arch) are tasks/schema.py's."""
 
 from __future__ import annotations
 
@@ -10,142 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PlainValidator, Tag, WithJsonSchema, model_validator
 
-
-class UnknownName(ValueError):
-    """A task, arch or other name that is not in its catalog; the message lists the known ones."""
-
-
-# --------------------------------------------------------------------------------------------- arch
-
-ARCH_ALIASES = {
-    "sm_90a": "sm_90a", "sm_90": "sm_90a", "sm90": "sm_90a", "sm90a": "sm_90a",
-    "hopper": "sm_90a", "h100": "sm_90a", "h200": "sm_90a",
-    "sm_100a": "sm_100a", "sm_100": "sm_100a", "sm100": "sm_100a", "sm100a": "sm_100a",
-    "blackwell": "sm_100a", "b200": "sm_100a",
-}  # fmt: skip
-
-
-class Arch(StrEnum):
-    """A target architecture: the `a` variants, whose arch-specific instructions we benchmark."""
-
-    SM_90A = "sm_90a"
-    SM_100A = "sm_100a"
-
-    @classmethod
-    def resolve(cls, name: str | Arch) -> Arch:
-        key = str(name).strip().lower()
-        if key not in ARCH_ALIASES:
-            known = ", ".join(sorted(ARCH_ALIASES))
-            raise UnknownName(f"unknown arch {str(name)!r}; known: {known}")
-        return cls(ARCH_ALIASES[key])
-
-    @property
-    def compute_capability(self) -> tuple[int, int]:
-        return (9, 0) if self is Arch.SM_90A else (10, 0)
-
-    @property
-    def max_shared_bytes(self) -> int:
-        """Dynamic shared memory one block may opt into (227 KiB on both H100/H200 and B200)."""
-        return 232448
-
-    @property
-    def max_cluster_blocks(self) -> int:
-        """Blocks per cluster with the non-portable opt-in (8 is portable)."""
-        return 16
-
-
-# -------------------------------------------------------------------------------------------- tasks
-
-DType = Literal["bfloat16", "float16", "float32", "int32", "uint32", "int64", "uint8", "float8_e4m3fn"]
-
-DTYPE_BYTES: dict[str, int] = {
-    "bfloat16": 2, "float16": 2, "float32": 4, "int32": 4, "uint32": 4, "int64": 8, "uint8": 1,
-    "float8_e4m3fn": 1,
-}  # fmt: skip
-
-
-class TensorSpec(BaseModel):
-    """One tensor of a task, row-major and contiguous, shape written outermost first."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str = Field(description="Name used in LaunchSpec args, e.g. 'A' or 'dO'.")
-    dtype: DType
-    shape: list[str] = Field(description="Dim names (or dim expressions), outermost first.")
-    role: Literal["input", "output"]
-    init: Literal["normal", "spiky", "derived", "none"] = Field(
-        "none",
-        description="How an input is drawn: N(0,1); the paper's spiky N(0,1)+N(0,100)·Bernoulli(0.001); "
-        "'derived' = computed from the other inputs by the task's `derive` function. Outputs: 'none'.",
-    )
-    layout: str = Field("row-major, contiguous", description="Memory layout, in words.")
-
-
-class TargetGroup(BaseModel):
-    """A group of architecture-specific instructions a solution is expected to use."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str = Field(description="Short key, e.g. 'wgmma', 'tma', 'tcgen05', 'tmem'.")
-    description: str
-    ptx_patterns: list[str] = Field(description="Regexes matched against PTX instruction mnemonics.")
-    sass_patterns: list[str] = Field(description="Regexes matched against SASS opcodes (with modifiers).")
-    required: bool = Field(True, description="Whether `targets_met` needs this group executed.")
-    paper_tag: bool = Field(False, description="Whether executing this group earns the paper's 'arch-specific' tag.")
-
-
-class Baseline(BaseModel):
-    """The frontier library call a task is timed against."""
-
-    model_config = ConfigDict(frozen=True)
-
-    library: str = Field(description="'cuBLAS' or 'cuDNN'.")
-    call: str = Field(description="Function name in tasks.baselines that runs it.")
-    description: str
-    h200_ms_seen: float | None = Field(None, description="Median seen on our H200 (FACTS.md), for prompts.")
-
-
-class Task(BaseModel):
-    """A workload definition: data, not code paths. Functions are named, and live in tasks/."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    aliases: list[str] = Field(default_factory=list)
-    family: Literal["gemm", "attention_fwd", "attention_bwd"]
-    description: str
-    dims: dict[str, int] = Field(description="Named dims with their values, e.g. {'M': 8192}.")
-    tensors: list[TensorSpec]
-    params: dict[str, float | bool] = Field(
-        default_factory=dict, description="Constants of the workload, e.g. {'causal': True, 'scale': ...}."
-    )
-    reference: str = Field(description="fp32 PyTorch reference: function name in tasks.references.")
-    derive: str | None = Field(None, description="Function in tasks.references computing 'derived' inputs.")
-    metric: Literal["rel_l2"] = Field(
-        "rel_l2", description="‖out − ref‖₂ / ‖ref‖₂ per output, against the fp32 reference."
-    )
-    tolerance: float = Field(1e-2, description="Largest metric value that passes.")
-    flops: str = Field(description="FLOP count as an expression over dims.")
-    baseline: Baseline
-    targets: dict[Arch, list[TargetGroup]]
-    check_dims: dict[str, int] = Field(
-        default_factory=dict, description="Smaller dims for quick checks (memcheck, CPU tests)."
-    )
-
-    def tensor(self, name: str) -> TensorSpec:
-        for t in self.tensors:
-            if t.name == name:
-                return t
-        raise KeyError(name)
-
-    @property
-    def inputs(self) -> list[TensorSpec]:
-        return [t for t in self.tensors if t.role == "input"]
-
-    @property
-    def outputs(self) -> list[TensorSpec]:
-        return [t for t in self.tensors if t.role == "output"]
-
+from tasks.schema import Arch, DType
 
 # ------------------------------------------------------------------------------------- launch spec
 
@@ -335,13 +200,19 @@ class Evaluation(BaseModel):
     paper_tag: bool | None = Field(None, description="The paper's run-time arch-specific tag.")
 
     @model_validator(mode="after")
-    def _metrics_match_status(self) -> Evaluation:
+    def _metrics_match_stages(self) -> Evaluation:
+        """Each figure comes from the stage that measures it, so none can be reported without its evidence."""
         if self.speedup is not None and self.status is not Status.PASSED:
             raise ValueError(f"a speedup is only reported for a passed attempt, not {self.status}")
-        if self.status is Status.PASSED:
-            check = self.stage(Stage.CHECK)
-            if check is None or check.state is not StageState.PASSED:
-                raise ValueError("status 'passed' needs a passed check stage")
+        needs = [
+            (self.status is Status.PASSED, Stage.CHECK, "status 'passed'"),
+            (self.kernel_ms is not None, Stage.TIME, "kernel_ms"),
+            (self.targets_met is not None, Stage.PROFILE, "targets_met"),
+        ]
+        for present, stage, what in needs:
+            result = self.stage(stage)
+            if present and (result is None or result.state is not StageState.PASSED):
+                raise ValueError(f"{what} needs a passed {stage} stage")
         return self
 
     def stage(self, name: Stage) -> StageResult | None:
@@ -381,10 +252,136 @@ class Turn(BaseModel):
     started_at: str = Field(description="ISO-8601 UTC time the turn began.")
 
 
+class StopReason(StrEnum):
+    """Why a run ended. The first five are stopping rules (the run finished); the others stopped it early,
+    and it can be resumed."""
+
+    SOLVED = "solved"
+    MAX_TURNS = "max_turns"
+    TOKEN_BUDGET = "token_budget"
+    WALL_BUDGET = "wall_budget"
+    POLICY_EXHAUSTED = "policy_exhausted"
+    MODEL_ERROR = "model_error"
+    CONFIG_ERROR = "config_error"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED
+
+
+FINISHED = frozenset(
+    {
+        StopReason.SOLVED,
+        StopReason.MAX_TURNS,
+        StopReason.TOKEN_BUDGET,
+        StopReason.WALL_BUDGET,
+        StopReason.POLICY_EXHAUSTED,
+    }
+)
+
+
+class Outcome(StrEnum):
+    """A turn's (and a run's best turn's) outcome, worst first: failed < unverified (compiled and checked
+    statically, never run) < correct (passed the check) < solved (correct, required targets executed,
+    speedup ≥ the target)."""
+
+    FAILED = "failed"
+    UNVERIFIED = "unverified"
+    CORRECT = "correct"
+    SOLVED = "solved"
+
+    @property
+    def rank(self) -> int:
+        return list(Outcome).index(self)
+
+
+class TurnRecord(BaseModel):
+    """One turn as summary.json lists it."""
+
+    turn: int
+    status: Status
+    outcome: Outcome
+    correct: bool
+    targets_met: bool | None = None
+    paper_tag: bool | None = None
+    speedup: float | None = None
+    kernel_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_seconds: float = 0.0
+    eval_seconds: float = 0.0
+
+
+class RunSummary(BaseModel):
+    """summary.json: derived from the run's turns alone (it can be rebuilt from trajectory.jsonl), rewritten
+    after each turn and when the run stops."""
+
+    run_id: str | None = None
+    task: str | None = None
+    arch: str | None = None
+    policy: str | None = Field(None, description="Who answered, in words (the policy's describe()).")
+    outcome: Outcome = Outcome.FAILED
+    turns: int = 0
+    best_turn: int | None = None
+    best_speedup: float | None = None
+    first_correct_turn: int | None = None
+    first_solved_turn: int | None = None
+    statuses: list[Status] = Field(default_factory=list)
+    stop_reason: StopReason | None = Field(None, description="None: the run has not ended (or was killed).")
+    stop_detail: str | None = None
+    target_speedup: float = 1.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_seconds: float = 0.0
+    eval_seconds: float = 0.0
+    per_turn: list[TurnRecord] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None and self.stop_reason.finished
+
+
+class PolicyRecord(BaseModel):
+    """The `llm` settings a run recorded: which policy and, for an endpoint, which model."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = "openai"
+    model: str | None = None
+    base_url: str | None = None
+
+    @property
+    def model_name(self) -> str:
+        """The model behind the answers: the endpoint's model name, or the offline policy's name."""
+        if self.name == "openai":
+            return self.model or "openai (model not recorded)"
+        return self.name
+
+
+class RunConfig(BaseModel):
+    """config.json, as read back: the settings the run was started (or last resumed) with, and what the
+    loop added (run id, policy, toolchain, seed attempt). Keys this model does not name are kept."""
+
+    model_config = ConfigDict(extra="allow")
+    format_version: int = TRAJECTORY_FORMAT
+    run_id: str | None = None
+    task: str
+    arch: str
+    llm: PolicyRecord = Field(default_factory=PolicyRecord)
+    policy: str | None = None
+    max_turns: int = 8
+    history: str = "full"
+    target_speedup: float = 1.0
+    eval: dict[str, Any] = Field(default_factory=dict, description="The eval.* settings (tools/options.py).")
+    seed: dict[str, Any] | None = Field(None, description="seed.run / seed.turn, for a seeded run.")
+    seed_attempt: dict[str, Any] | None = Field(None, description="The seed's run, turn, status and policy.")
+
+
 class Trajectory(BaseModel):
     """The turns of one task × arch × policy run, as read back from its run folder."""
 
     run_id: str
-    config: dict[str, Any]
+    config: RunConfig
     turns: list[Turn]
-    summary: dict[str, Any] | None = None
+    summary: RunSummary | None = None

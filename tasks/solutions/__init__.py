@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.schema import Arch
+from tasks.schema import Arch
 
 ROOT = Path(__file__).parent
 

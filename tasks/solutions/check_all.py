@@ -8,10 +8,12 @@ import argparse
 from pathlib import Path
 
 from tasks import get_task
+from tasks.schema import Arch
 from tasks.solutions import available, reference_answer
 from tools.gpu.service import GpuService
-from tools.pipeline import EvalOptions, evaluate_answer
-from tools.schema import Arch, Evaluation
+from tools.options import EvalOptions
+from tools.pipeline import evaluate_answer
+from tools.schema import Evaluation
 
 
 def row(ev: Evaluation) -> str:

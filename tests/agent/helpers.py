@@ -1,4 +1,4 @@
-"""Helpers for the repair-loop tests: fixture answers, a harness that replays recorded evaluations, and
+"""Helpers for the repair-loop tests: fixture answers, a GPU that replays recorded evaluations, and
 in-process runs of `python -m agent.solve`."""
 
 from __future__ import annotations
@@ -8,15 +8,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.harness import PENDING, PipelineHarness
-from agent.solve import execute, prepare
-from agent.store import RunFolder
-from tasks.catalog import get_task
-from tools.pipeline import GPU_STAGES, EvalOptions
-from tools.schema import Arch, Evaluation, StageResult, StageState, Status
+from agent.loop.run import execute, prepare
+from agent.loop.store import RunFolder
+from tasks.schema import Arch, Task
+from tools.gpu.base import CompiledModule, GpuOutcome
+from tools.options import EvalOptions
+from tools.pipeline import GPU_STAGES
+from tools.schema import Evaluation
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "agent"
-STATIC_STATUSES = {Status.EXTRACT_ERROR, Status.COMPILE_ERROR, Status.ABI_ERROR, Status.UNVERIFIED}
 MARKER = re.compile(r"// eval: (\w+)")
 
 
@@ -25,43 +25,39 @@ def fixture_text(name: str) -> str:
 
 
 def answer_replaying(name: str) -> str:
-    """A well-formed answer (fill_ok.md) tagged with the recorded evaluation the harness should return."""
+    """A well-formed answer (fill_ok.md) tagged with the recorded evaluation the GPU should return."""
     return fixture_text("fill_ok.md").replace(".version 8.0", f"// eval: {name}\n.version 8.0", 1)
 
 
-class RecordedHarness:
-    """The real static pipeline for untagged answers; for answers tagged `// eval: NAME`, the recorded
-    evaluation NAME from tests/fixtures/agent/evaluations.json, as if a GPU had produced it."""
+def recorded_evaluations() -> dict[str, Evaluation]:
+    return {k: Evaluation.model_validate(v) for k, v in json.loads(fixture_text("evaluations.json")).items()}
 
-    def __init__(self, gpu: bool = True):
-        self.recorded = {
-            k: Evaluation.model_validate(v) for k, v in json.loads(fixture_text("evaluations.json")).items()
-        }
-        self.real = PipelineHarness(get_task("gemm"), Arch.SM_90A, EvalOptions(), device=0, use_gpu=False)
-        self.gpu = gpu
-        self.calls: list[tuple[str, str]] = []
 
-    def gpu_unavailable(self) -> str | None:
-        return None if self.gpu else "no GPU in this test"
+class RecordedGpu:
+    """A `Gpu` whose GPU stages are recorded ones: for a module whose PTX is tagged `// eval: NAME`, the GPU
+    stages of evaluation NAME from tests/fixtures/agent/evaluations.json, as if a GPU had produced them.
+    The static stages before it are the real pipeline's (real ptxas)."""
 
-    def _lookup(self, answer: str) -> Evaluation | None:
-        m = MARKER.search(answer)
-        return self.recorded[m.group(1)] if m else None
+    def __init__(self, available: bool = True):
+        self.recorded = recorded_evaluations()
+        self.available = available
+        self.calls: list[str] = []  # the PTX of each module evaluated
 
-    def static(self, answer: str) -> Evaluation:
-        self.calls.append(("static", answer))
-        recorded = self._lookup(answer)
-        if recorded is None:
-            return self.real.static(answer)
-        if recorded.status in STATIC_STATUSES:
-            return recorded
-        stages = [s for s in recorded.stages if s.name not in GPU_STAGES]
-        stages += [StageResult(name=s, state=StageState.SKIPPED, message=PENDING) for s in GPU_STAGES]
-        return Evaluation(task=recorded.task, arch=recorded.arch, status=Status.UNVERIFIED, stages=stages)
+    def unavailable_reason(self, arch: Arch) -> str | None:
+        return None if self.available else "no GPU in this test"
 
-    def full(self, answer: str) -> Evaluation:
-        self.calls.append(("full", answer))
-        return self._lookup(answer) or self.real.full(answer)
+    def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
+        self.calls.append(module.ptx)
+        m = MARKER.search(module.ptx)
+        assert m, "an untagged module reached the recorded GPU"
+        ev = self.recorded[m.group(1)]
+        metrics = ev.model_dump(include={"kernel_ms", "baseline_ms", "speedup", "tflops", "targets_met",
+                                         "target_counts", "paper_tag"}, exclude_none=True)  # fmt: skip
+        stages = [s for s in ev.stages if s.name in GPU_STAGES]
+        return GpuOutcome(status=ev.status, message=ev.message, stages=stages, metrics=metrics, device=ev.device)
+
+    def device_info(self) -> None:
+        return None
 
     def close(self) -> None:
         pass
@@ -73,7 +69,7 @@ def write_script(path: Path, answers: list[Any]) -> Path:
     return path
 
 
-def solve(args: list[str], harness: Any = None) -> tuple[int, RunFolder]:
+def solve(args: list[str], gpu: Any = None) -> tuple[int, RunFolder]:
     """One in-process run of `python -m agent.solve ARGS`; returns its exit status and run folder."""
     run = prepare(args)
-    return execute(run, harness=harness), run.folder
+    return execute(run, gpu=gpu), run.folder

@@ -8,14 +8,16 @@ from pathlib import Path
 import pytest
 
 from tasks import get_task
+from tasks.schema import Arch
 from tests.gpu.kernels import answer
 from tools.answer import extract_solution
-from tools.compiler import compile_source
+from tools.assemble import compile_source
 from tools.gpu.memcheck import memcheck_stage
 from tools.gpu.service import GpuService
-from tools.pipeline import EvalOptions, evaluate_answer
+from tools.options import EvalOptions
+from tools.pipeline import evaluate_answer
 from tools.plan import plan_launches
-from tools.schema import Arch, Evaluation, Stage, StageState, Status
+from tools.schema import Evaluation, Stage, StageState, Status
 
 pytestmark = pytest.mark.hopper
 

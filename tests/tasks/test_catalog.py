@@ -12,8 +12,8 @@ import pytest
 
 from tasks import baselines, references
 from tasks.catalog import CORE, TARGETS, TASKS, get_task
-from tools.expr import evaluate
-from tools.schema import Arch, UnknownName
+from tasks.expr import evaluate
+from tasks.schema import Arch, UnknownName
 
 ROOT = Path(__file__).parents[2]
 ATTENTION = [f"mha_{kind}_d{d}{mask}" for d in (128, 64, 96) for kind in ("fwd", "bwd") for mask in ("", "_causal")]

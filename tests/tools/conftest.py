@@ -11,7 +11,7 @@ import pytest
 
 from tests.tools.files import KERNELS, read_ptx
 from tools import sass
-from tools.compiler import CompileResult, compile_ptx
+from tools.assemble import CompileResult, compile_ptx
 
 
 @pytest.fixture(scope="session")

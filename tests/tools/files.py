@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.schema import Arch
+from tasks.schema import Arch
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 PTX = FIXTURES / "ptx"

@@ -6,11 +6,12 @@ from __future__ import annotations
 import pytest
 
 from tasks.catalog import get_task
+from tasks.schema import Arch
 from tests.tools.files import read_answer, read_ptx
 from tools.abi import check_abi
 from tools.answer import extract_solution
 from tools.ptx import entries
-from tools.schema import Arch, LaunchSpec
+from tools.schema import LaunchSpec
 
 GEMM = get_task("gemm")
 HOPPER_SPEC = extract_solution(read_answer("hopper_gemm.md")).launch.model_dump()

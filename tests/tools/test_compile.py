@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.schema import Arch
 from tests.tools.files import KERNELS, read_ptx
-from tools.compiler import MAX_SOURCE_BYTES, compile_ptx, compile_source
-from tools.schema import Arch
+from tools.assemble import MAX_SOURCE_BYTES, compile_ptx, compile_source
 
 
 def line_of(text: str, needle: str) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.schema import Arch
 from tools import nvrtc
-from tools.compiler import compile_cuda
+from tools.assemble import compile_cuda
 from tools.ptx import entries
-from tools.schema import Arch
 
 WGMMA_CUDA = """\
 #include <cuda_bf16.h>

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tasks.catalog import get_task
+from tasks.schema import Arch
 from tests.tools.files import read_answer
 from tools.answer import extract_solution
 from tools.plan import SpecError, plan_launches
-from tools.schema import Arch, LaunchSpec
+from tools.schema import LaunchSpec
 
 GEMM = get_task("gemm")  # M=8192, N=7168, K=5120
 ATTN = get_task("attn_fwd")  # B=4, S=4096, H=48, D=128

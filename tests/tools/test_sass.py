@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tasks.catalog import TARGETS
+from tasks.schema import Arch
 from tests.tools.files import read_ptx
 from tools import sass
-from tools.compiler import compile_ptx
-from tools.schema import Arch
+from tools.assemble import compile_ptx
 from tools.toolchain import ToolNotFound
 
 

@@ -225,21 +225,3 @@ def _params(item: LaunchPlanItem, addresses: Mapping[str, int]) -> tuple[tuple, 
 
 def synchronize() -> None:
     call(cu.cuCtxSynchronize)
-
-
-def device_summary(ordinal: int = 0) -> dict[str, Any]:
-    """Name, compute capability and sizes of a device, asked of the driver (no context needed)."""
-    call(cu.cuInit, 0)
-    dev = call(cu.cuDeviceGet, ordinal)
-    attr = cu.CUdevice_attribute
-    name = call(cu.cuDeviceGetName, 256, dev)
-    return {
-        "name": name.split(b"\0", 1)[0].decode(),
-        "capability": [
-            call(cu.cuDeviceGetAttribute, attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-            call(cu.cuDeviceGetAttribute, attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-        ],
-        "sm_count": call(cu.cuDeviceGetAttribute, attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
-        "l2_bytes": call(cu.cuDeviceGetAttribute, attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev),
-        "driver": call(cu.cuDriverGetVersion),
-    }

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 from cuda.bindings import driver as cu
 
+from tasks.schema import DTYPE_BYTES
 from tools.gpu.driver import CudaError, LaunchError, call, load_module, prepare_launches, synchronize
 from tools.plan import BufferPlan, LaunchPlan
-from tools.schema import DTYPE_BYTES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FILL_BLOCK = 1 << 20  # elements of random data, tiled over each input

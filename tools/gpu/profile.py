@@ -17,9 +17,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tasks.schema import TargetGroup
 from tools.gpu import launcher
 from tools.plan import LaunchPlan
-from tools.schema import Stage, StageResult, StageState, TargetGroup
+from tools.schema import Stage, StageResult, StageState
 
 WARP = "sass__inst_executed_per_opcode"
 THREAD = "sass__thread_inst_executed_true_per_opcode"

@@ -19,31 +19,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
-from tools.compiler import CompileResult
+from tasks.schema import Arch, Task
 from tools.gpu import launcher, memcheck, profile
-from tools.plan import LaunchPlan
-from tools.schema import Arch, Stage, StageResult, StageState, Status, Task
-
-if TYPE_CHECKING:
-    from tools.pipeline import EvalOptions
+from tools.gpu.base import CompiledModule, GpuOutcome
+from tools.gpu.devices import DeviceInfo, NoDevice, device_info
+from tools.options import EvalOptions
+from tools.schema import Stage, StageResult, StageState, Status
 
 TIMEOUT_HINT = (
     "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "
     "copies deliver), barriers that not every thread reaches, and loops whose bounds come from uninitialised values"
 )
-
-
-class GpuOutcome(BaseModel):
-    """What the GPU stages add to an Evaluation."""
-
-    status: Status
-    message: str
-    stages: list[StageResult]
-    metrics: dict[str, Any] = Field(default_factory=dict)
 
 
 class GpuService:
@@ -57,35 +44,23 @@ class GpuService:
         fd, log_path = tempfile.mkstemp(prefix=f"ptxbench-worker{device}-", suffix=".log")
         self._log_path = Path(log_path)
         self._log = os.fdopen(fd, "w")
-        self._info: dict | None = None
-        self._probe_error: str | None = None
         self.restarts = 0
         self.last_start_s: float | None = None
 
     # ---------------------------------------------------------------------------------- availability
 
-    def device_info(self) -> dict | None:
-        """The device's name and capability, asked of the driver here (no context is created)."""
-        if self._info is None and self._probe_error is None:
-            try:
-                from tools.gpu.driver import device_summary
-
-                self._info = device_summary(self.device)
-            except Exception as e:  # no driver, no device, or a broken installation
-                self._probe_error = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return self._info
+    def device_info(self) -> DeviceInfo | None:
+        """The device, asked of the driver here (no context is created); None when there is none."""
+        try:
+            return device_info(self.device)
+        except NoDevice:
+            return None
 
     def unavailable_reason(self, arch: Arch) -> str | None:
-        info = self.device_info()
-        if info is None:
-            return f"no usable NVIDIA GPU here ({self._probe_error})"
-        cc = tuple(info["capability"])
-        if cc != arch.compute_capability:
-            return (
-                f"the GPU here is {info['name']} (sm_{cc[0]}{cc[1]}); a {arch} solution cannot run on it, "
-                "so its GPU stages are skipped"
-            )
-        return None
+        try:
+            return device_info(self.device).cannot_run(arch)
+        except NoDevice as e:
+            return str(e)
 
     # --------------------------------------------------------------------------------------- worker
 
@@ -166,16 +141,20 @@ class GpuService:
 
     # ----------------------------------------------------------------------------------- evaluation
 
-    def evaluate(
-        self, task: Task, arch: Arch, compiled: CompileResult, plan: LaunchPlan, options: EvalOptions
-    ) -> GpuOutcome:
+    def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
         """run → check → time in the worker, then profile and memcheck here; stops at the first failure."""
+        outcome = self._evaluate(task, arch, module, options)
+        info = self.device_info()
+        outcome.device = info.name if info else None
+        return outcome
+
+    def _evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
         seed = options.seed if options.seed is not None else int.from_bytes(os.urandom(4), "little") % 10**6
         request = {
             "op": "evaluate",
             "task": task.name,
-            "plan": plan.model_dump(mode="json"),
-            "cubin": base64.b64encode(compiled.cubin).decode(),
+            "plan": module.plan.model_dump(mode="json"),
+            "cubin": base64.b64encode(module.cubin).decode(),
             "options": {"trials": options.trials, "seed": seed, "time": options.time},
         }
         outcome = self._in_worker(request, options.timeout_s)
@@ -183,11 +162,11 @@ class GpuService:
             return outcome
         groups = task.targets[arch]
         if options.profile:
-            stage, metrics = profile.profile_stage(compiled.cubin, plan, groups, self.device, options.timeout_s)
+            stage, metrics = profile.profile_stage(module.cubin, module.plan, groups, self.device, options.timeout_s)
             outcome.stages.append(stage)
             outcome.metrics.update(metrics)
         if options.memcheck:
-            stage = memcheck.memcheck_stage(compiled.cubin, plan, self.device, max(options.timeout_s, 600))
+            stage = memcheck.memcheck_stage(module.cubin, module.plan, self.device, max(options.timeout_s, 600))
             outcome.stages.append(stage)
             if stage.state is StageState.FAILED:
                 outcome.status, outcome.message = Status.RUNTIME_ERROR, f"memcheck: {stage.message}"

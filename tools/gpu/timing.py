@@ -61,7 +61,7 @@ def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions |
     if estimate_ms * trials * reps > opts.budget_s * 1e3:
         trials = 1
         reps = max(5, min(reps, int(opts.budget_s * 1e3 / max(estimate_ms, 1e-3))))
-    medians, samples = [], []
+    per_trial = []
     for _ in range(trials):
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
@@ -71,9 +71,14 @@ def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions |
             fn()
             end.record()
         torch.cuda.synchronize()
-        runs = [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
-        medians.append(statistics.median(runs))
-        samples += runs
+        per_trial.append([s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)])
+    return summarize_runs(per_trial, warmup_runs + 2, reduced=(trials, reps) != (opts.trials, opts.reps))
+
+
+def summarize_runs(per_trial: list[list[float]], warmup_runs: int, reduced: bool = False) -> Timing:
+    """The Timing of each trial's run times (ms): the mean of the trials' medians, their spread, deciles."""
+    medians = [statistics.median(runs) for runs in per_trial]
+    samples = [ms for runs in per_trial for ms in runs]
     mean = statistics.fmean(medians)
     deciles = statistics.quantiles(samples, n=10) if len(samples) > 1 else [samples[0]] * 9
     return Timing(
@@ -83,8 +88,8 @@ def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions |
         p10=deciles[0],
         p90=deciles[-1],
         runs=len(samples),
-        warmup_runs=warmup_runs + 2,
-        reduced=(trials, reps) != (opts.trials, opts.reps),
+        warmup_runs=warmup_runs,
+        reduced=reduced,
     )
 
 

@@ -21,14 +21,16 @@ import torch
 
 from tasks import get_task
 from tasks.baselines import prepare_baseline
+from tasks.expr import evaluate
 from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
-from tools.expr import evaluate
+from tasks.schema import DTYPE_BYTES, Task
 from tools.gpu import driver
 from tools.gpu.check import OutputCheck, compare, poison
+from tools.gpu.devices import device_info
 from tools.gpu.timing import L2Flush, TimingOptions, time_cold
 from tools.plan import LaunchPlan
-from tools.schema import DTYPE_BYTES, Stage, StageResult, StageState, Status, Task
+from tools.schema import Stage, StageResult, StageState, Status
 
 RECHECK_SEED_OFFSET = 1_000_003
 
@@ -48,8 +50,8 @@ class Worker:
         torch.cuda.set_device(self.device)
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
         torch.backends.cudnn.allow_tf32 = False
-        self.info = driver.device_summary(0)
-        self.flush = L2Flush(self.info["l2_bytes"], self.device)
+        self.info = device_info(0)
+        self.flush = L2Flush(self.info.l2_bytes, self.device)
         self.baselines: dict[str, dict[str, Any]] = {}  # task name → timing and check, for this worker's life
 
     def evaluate(self, request: dict) -> dict:
@@ -294,7 +296,7 @@ def main() -> None:
     except Exception as e:
         emit({"fatal": f"the GPU worker could not start: {e}"})
         return
-    emit({"ready": worker.info})
+    emit({"ready": worker.info.model_dump()})
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("op") == "exit":

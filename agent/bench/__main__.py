@@ -1,0 +1,57 @@
+"""`python -m agent.bench tasks=… archs=… [llm=…] [samples=K] [max_turns=T] [modes=single,multi]
+[concurrency=N] [key=value …]`: many repair-loop runs at once, each a normal run folder under one bench
+folder, then a score table; `resume=BENCH_ID` (or the same command with the same bench_id) continues one.
+Exit status: 0 every run finished (whatever the models achieved); 1 some stopped on an error (continue
+with resume=BENCH_ID); 2 usage or configuration error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from agent import cli
+from agent.bench.plan import ENDPOINT_KEYS, RESERVED, save
+from agent.bench.run import DEFAULTS, check_runs, configure, run_bench
+
+
+def usage() -> str:
+    return "\n".join(
+        [
+            "usage: python -m agent.bench tasks=T,… archs=A,… [llm=…] [samples=K] [max_turns=T] [modes=single,multi]",
+            "                             [concurrency=N] [runs_dir=DIR] [bench_id=ID] [agent.solve key=value …]",
+            "       python -m agent.bench resume=BENCH_ID [runs_dir=DIR] [concurrency=N] [llm.base_url=… …]",
+            "",
+            "  tasks        names, aliases or groups: core (the paper's five), all",
+            "  archs        sm_90a, sm_100a or aliases (h100, b200, …), or all",
+            f"  samples      trajectories per task × arch × mode [{DEFAULTS['samples']}]",
+            f"  max_turns    turns of a multi-turn (repair) trajectory [{DEFAULTS['max_turns']}]",
+            f"  modes        single (max_turns=1 samples), multi (max_turns=T repair) [{DEFAULTS['modes']}]",
+            f"  concurrency  runs at once (model calls overlap, GPU stages queue) [{DEFAULTS['concurrency']}]",
+            "  runs_dir     where the bench folder goes [runs]",
+            "  bench_id     the bench folder's name [bench-<time>-<random>]; the same command and bench_id continue it",
+            "",
+            "Every other key=value is an agent.solve setting shared by all runs (python -m agent.solve help),",
+            "except these, which a bench sets itself:",
+            *(f"  {key:<12} {why}" for key, why in RESERVED.items()),
+            "A continued bench may change only concurrency, runs_dir and " + ", ".join(ENDPOINT_KEYS) + ".",
+            "Exit status: 0 every run finished; 1 some stopped on an error (continue with resume=BENCH_ID);",
+            "2 usage or configuration error; 130 interrupted.",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(usage, _bench, argv)
+
+
+def _bench(argv: list[str]) -> int:
+    if not argv:
+        raise cli.ConfigError("tasks= and archs= required, e.g. tasks=core archs=sm_90a llm=reference")
+    bench, bench_dir, concurrency = configure(cli.parse_pairs(argv))
+    check_runs(bench)
+    save(bench, bench_dir)
+    return run_bench(bench, bench_dir, concurrency)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""What a benchmark runs, fixed in its folder's bench.json: the settings, and every trajectory with its run
+id, in a deterministic order, so that the same command (or resume=BENCH_ID) continues the same bench.
+
+runs/<bench_id>/
+  bench.json   format version, settings, planned trajectories (task × arch × mode × sample), resumes
+  <run_id>/    one agent.solve run folder per trajectory: f"{task}-{arch}-{mode}-s{sample:02d}"
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from agent.cli import ConfigError
+from agent.loop.config import RESUMABLE, SolveConfig, build_config, nest
+from agent.loop.store import RunFolder, check_run_id
+from tasks.catalog import CORE, TASKS, get_task
+from tasks.schema import Arch, UnknownName
+from tools.answer import format_validation_error
+
+BENCH_FORMAT = 1
+MODES = ("single", "multi")
+# Settings agent.bench sets for each run itself, or that a bench cannot share across runs.
+RESERVED = {
+    "task": "use tasks=",
+    "arch": "use archs=",
+    "run_id": "run ids are task-arch-mode-sample",
+    "eval.device": "a bench uses every visible GPU; choose them with CUDA_VISIBLE_DEVICES",
+}
+# What a continued bench may change: how to reach the endpoint, never what the runs solve.
+ENDPOINT_KEYS = sorted(k for k in RESUMABLE if k.startswith("llm."))
+
+
+class PlannedRun(BaseModel):
+    """One trajectory of the bench."""
+
+    run_id: str
+    task: str
+    arch: str
+    mode: Literal["single", "multi"]
+    sample: int = Field(description="0-based sample number within task × arch × mode.")
+    max_turns: int
+
+
+class Bench(BaseModel):
+    """bench.json."""
+
+    format_version: int = BENCH_FORMAT
+    bench_id: str
+    created_at: str
+    tasks: list[str] = Field(description="Task names (aliases and groups resolved).")
+    archs: list[str]
+    samples: int = Field(ge=1, description="Trajectories per task × arch × mode.")
+    max_turns: int = Field(ge=1, description="Turns of a multi-turn trajectory (a single-shot one has 1).")
+    modes: list[Literal["single", "multi"]]
+    solve: dict[str, str] = Field(description="agent.solve settings every run shares, as given (key=value).")
+    runs: list[PlannedRun]
+    resumed: list[dict[str, Any]] = Field(default_factory=list, description="When continued, and what changed.")
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two benches the same experiment (the endpoint may move)."""
+        solve = {k: v for k, v in self.solve.items() if k not in ENDPOINT_KEYS}
+        return {"tasks": self.tasks, "archs": self.archs, "samples": self.samples, "max_turns": self.max_turns,
+                "modes": self.modes, "solve": solve}  # fmt: skip
+
+    def run_argv(self, run: PlannedRun, bench_dir: Path) -> list[str]:
+        """agent.solve's command line for a new run of this bench."""
+        fixed = {"task": run.task, "arch": run.arch, "max_turns": str(run.max_turns), "run_id": run.run_id}
+        return [f"{k}={v}" for k, v in {**self.solve, **fixed, "runs_dir": str(bench_dir)}.items()]
+
+    def settings(self, run: PlannedRun) -> SolveConfig:
+        pairs = {**self.solve, "task": run.task, "arch": run.arch, "max_turns": str(run.max_turns)}
+        return build_config(nest(pairs))
+
+
+def resolve_tasks(value: str) -> list[str]:
+    """Comma-separated names, aliases and groups ('core': the paper's five, 'all': every task)."""
+    names: list[str] = []
+    for item in _items(value, "tasks"):
+        group = {"core": CORE, "all": list(TASKS)}.get(item.lower())
+        try:
+            names += group if group is not None else [get_task(item).name]
+        except UnknownName as e:
+            raise ConfigError(f"{e}; groups: core, all") from None
+    return list(dict.fromkeys(names))
+
+
+def resolve_archs(value: str) -> list[str]:
+    archs: list[str] = []
+    for item in _items(value, "archs"):
+        try:
+            archs += [str(a) for a in Arch] if item.lower() == "all" else [str(Arch.resolve(item))]
+        except UnknownName as e:
+            raise ConfigError(str(e)) from None
+    return list(dict.fromkeys(archs))
+
+
+def _items(value: str, key: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise ConfigError(f"{key}= is empty")
+    return items
+
+
+def plan(
+    bench_id: str, tasks: list[str], archs: list[str], samples: int, max_turns: int, modes: list[str], solve: dict
+) -> Bench:
+    """The bench and its runs, in the order they are started: task, arch, mode, sample."""
+    bad_modes = [m for m in modes if m not in MODES]
+    if bad_modes or not modes:
+        raise ConfigError(f"unknown mode {', '.join(bad_modes) or '(none)'}; modes are single, multi")
+    if "multi" in modes and max_turns < 2:
+        raise ConfigError("mode multi needs max_turns ≥ 2 (a one-turn run is a single-shot sample)")
+    for key, why in RESERVED.items():
+        if key in solve:
+            raise ConfigError(f"{key} cannot be set for a bench: {why}")
+    runs = [
+        PlannedRun(
+            run_id=check_run_id(f"{task}-{arch}-{mode}-s{sample:02d}"),
+            task=task,
+            arch=arch,
+            mode=mode,
+            sample=sample,
+            max_turns=1 if mode == "single" else max_turns,
+        )
+        for task in tasks
+        for arch in archs
+        for mode in modes
+        for sample in range(samples)
+    ]
+    try:
+        return Bench(bench_id=check_run_id(bench_id), created_at=_now(), tasks=tasks, archs=archs, samples=samples,
+                     max_turns=max_turns, modes=modes, solve=solve, runs=runs)  # fmt: skip
+    except ValidationError as e:
+        raise ConfigError("invalid bench settings:\n" + format_validation_error(e)) from None
+
+
+def new_bench_id() -> str:
+    return f"bench-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{secrets.token_hex(3)}"
+
+
+def bench_path(bench_dir: Path) -> Path:
+    return bench_dir / "bench.json"
+
+
+def load(bench_dir: Path) -> Bench:
+    path = bench_path(bench_dir)
+    if not path.is_file():
+        raise ConfigError(f"{bench_dir} is not a bench folder (no bench.json)")
+    data = json.loads(path.read_text())
+    if data.get("format_version") != BENCH_FORMAT:
+        raise ConfigError(f"{path}: format version {data.get('format_version')}, this code reads {BENCH_FORMAT}")
+    return Bench.model_validate(data)
+
+
+def save(bench: Bench, bench_dir: Path) -> None:
+    bench_dir.mkdir(parents=True, exist_ok=True)
+    tmp = bench_path(bench_dir).with_suffix(".tmp")
+    tmp.write_text(bench.model_dump_json(indent=2))
+    tmp.replace(bench_path(bench_dir))
+
+
+def continue_with(saved: Bench, endpoint: dict[str, str]) -> Bench:
+    """The saved bench with new endpoint settings, the change recorded."""
+    changed = {k: v for k, v in endpoint.items() if saved.solve.get(k) != v}
+    if not changed:
+        return saved
+    resumed = [*saved.resumed, {"at": _now(), "changed": changed}]
+    return saved.model_copy(update={"solve": {**saved.solve, **changed}, "resumed": resumed})
+
+
+def differences(saved: Bench, wanted: Bench) -> list[str]:
+    a, b = saved.identity(), wanted.identity()
+    return [f"{k}: {a[k]} (saved) vs {b[k]} (now)" for k in a if a[k] != b[k]]
+
+
+RunState = Literal["new", "finished", "resume"]
+
+
+def run_state(bench_dir: Path, run: PlannedRun) -> RunState:
+    """'finished': ended by a stopping rule (skipped); 'resume': killed or stopped on an error, and
+    resumable from its checkpoint; 'new': not started, or killed before its first checkpoint."""
+    path = bench_dir / run.run_id
+    if not (path / "config.json").is_file():
+        return "new"
+    summary = RunFolder(path).summary()
+    if summary is not None and summary.finished:
+        return "finished"
+    return "resume" if RunFolder(path).checkpoints_path.is_file() else "new"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

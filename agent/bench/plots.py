@@ -1,0 +1,147 @@
+"""The report's PNG plots, with matplotlib (an optional dependency: `pip install .[report]`). Without it,
+`draw` says why and the report keeps its tables."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from pathlib import Path
+
+from agent.bench import score
+from tools.schema import Trajectory
+
+COLORS = {
+    "passed": "#2ca02c", "unverified": "#98df8a", "mismatch": "#ff7f0e", "timeout": "#9467bd",
+    "runtime": "#d62728", "abi": "#8c564b", "compile": "#1f77b4", "format": "#7f7f7f", score.NOT_REACHED: "#e5e5e5",
+}  # fmt: skip
+
+
+def draw(trajs: list[Trajectory], out: Path) -> tuple[dict[str, str], str | None]:
+    """{plot name: file name} of the plots written to `out`, and why none were, if so."""
+    try:
+        import matplotlib
+    except ImportError:
+        return {}, "matplotlib is not installed (pip install 'ptxbench[report]')"
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    plots = {}
+    for name, plot in (
+        ("success_vs_budget", success_vs_budget),
+        ("speedup_by_task", speedup_by_task),
+        ("status_per_turn", status_per_turn),
+    ):
+        fig = plot(plt, trajs)
+        if fig is not None:
+            fig.tight_layout()
+            fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
+            plt.close(fig)
+            plots[name] = f"{name}.png"
+    return plots, None
+
+
+def _grid(plt, count: int, width: float = 5.0, height: float = 3.6):
+    cols = min(count, 3)
+    rows = -(-count // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat)
+
+
+def success_vs_budget(plt, trajs: list[Trajectory]):
+    """pass@k of single-shot samples against repair within k turns, per model × arch (over all tasks)."""
+    curves: dict[tuple[str, str], list[score.BudgetPoint]] = defaultdict(list)
+    for p in score.single_vs_multi(trajs):
+        if p.group.task == score.ALL and p.group.arch != score.ALL:
+            curves[(p.group.model, p.group.arch)].append(p)
+    if not curves:
+        return None
+    fig, axes = _grid(plt, len(curves))
+    for ax, ((model, arch), points) in zip(axes, sorted(curves.items()), strict=False):
+        for field, label, style in (
+            ("pass_at_k", "single-shot pass@k", "o-C0"),
+            ("repair_at_k", "repair: correct ≤ k turns", "s-C1"),
+            ("fast1_pass_at_k", "single-shot fast_1@k", "o--C0"),
+            ("fast1_repair_at_k", "repair: fast_1 ≤ k turns", "s--C1"),
+        ):
+            xy = [(p.k, getattr(p, field)) for p in points if getattr(p, field) is not None]
+            if xy:
+                ax.plot(*zip(*xy, strict=True), style, label=label, markersize=4)
+        ax.set(title=f"{model} · {arch}", xlabel="attempts k", ylabel="share of problems", ylim=(-0.03, 1.03))
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Success at equal attempt budgets: k samples vs k turns of repair")
+    return fig
+
+
+def speedup_by_task(plt, trajs: list[Trajectory]):
+    """Best speedup of each correct trajectory (its last turn limit), per task, one series per model × mode."""
+    by_arch: dict[str, dict[tuple[str, str, str], list[float]]] = defaultdict(lambda: defaultdict(list))
+    for t in trajs:
+        row = score.trajectory_row(t)
+        if row["best_speedup"] is not None:
+            by_arch[row["arch"]][(row["task"], row["model"], row["mode"])].append(row["best_speedup"])
+    if not by_arch:
+        return None
+    fig, axes = _grid(plt, len(by_arch), width=7.0)
+    jitter = random.Random(0)  # the same report twice draws the same points
+    for ax, (arch, groups) in zip(axes, sorted(by_arch.items()), strict=False):
+        tasks = sorted({task for task, _, _ in groups})
+        series = sorted({(model, mode) for _, model, mode in groups})
+        width = 0.8 / len(series)
+        for j, (model, mode) in enumerate(series):
+            positions, data = [], []
+            for i, task in enumerate(tasks):
+                if (task, model, mode) in groups:
+                    positions.append(i - 0.4 + width * (j + 0.5))
+                    data.append(groups[(task, model, mode)])
+            box = ax.boxplot(
+                data,
+                positions=positions,
+                widths=width * 0.8,
+                patch_artist=True,
+                showfliers=False,  # every point is drawn over the box
+                medianprops={"color": "k"},
+            )
+            for patch in box["boxes"]:
+                patch.set(facecolor=f"C{j}", alpha=0.35)
+            for x, values in zip(positions, data, strict=True):
+                xs = [x + jitter.uniform(-width * 0.25, width * 0.25) for _ in values]
+                ax.scatter(xs, values, s=12, color=f"C{j}", zorder=3)
+            ax.plot([], [], "s", color=f"C{j}", label=f"{model} · {mode}")
+        ax.axhline(1.0, color="k", lw=0.8, ls="--")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}×"))
+        ax.yaxis.set_minor_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}×"))
+        ax.set_xticks(range(len(tasks)), tasks, rotation=30, ha="right", fontsize=8)
+        ax.set(title=arch, ylabel="best speedup vs baseline (log)")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3, axis="y")
+    fig.suptitle("Speedup of correct trajectories per task (dashed: the frontier library)")
+    return fig
+
+
+def status_per_turn(plt, trajs: list[Trajectory]):
+    """Error classes of the attempts at each turn, per model × mode (over all tasks and archs)."""
+    bars = [s for s in score.status_per_turn(trajs) if s.group.task == score.ALL and s.group.arch == score.ALL]
+    panels: dict[tuple[str, str], list[score.TurnStatus]] = defaultdict(list)
+    for s in bars:
+        panels[(s.group.model, s.group.mode)].append(s)
+    if not panels:
+        return None
+    fig, axes = _grid(plt, len(panels))
+    for ax, ((model, mode), turns) in zip(axes, sorted(panels.items()), strict=False):
+        x = [s.turn for s in turns]
+        bottom = [0] * len(turns)
+        for cls in (*score.CLASSES, score.NOT_REACHED):
+            heights = [s.counts.get(cls, 0) for s in turns]
+            if any(heights):
+                ax.bar(x, heights, bottom=bottom, color=COLORS[cls], label=cls.replace("_", " "))
+                bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        ax.set(title=f"{model} · {mode}", xlabel="turn", ylabel="trajectories")
+        ax.set_xticks(x)
+        ax.yaxis.set_major_locator(plt.MaxNLocator(integer=True))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.suptitle("Status per turn")
+    return fig

@@ -1,0 +1,248 @@
+"""Running a bench: many repair-loop runs at once, each a normal run folder under one bench folder
+(plan.py), then a score table. A bench is continued by resume=BENCH_ID (or the same settings under the same
+bench_id): finished runs are skipped, killed ones resumed from their checkpoints.
+
+Runs overlap their model calls (a pool of `concurrency` threads); their GPU stages queue for the GPUs
+here, one evaluation per GPU at a time (tools/pool/). `run_bench`'s exit status: 0 every run finished
+(whatever the models achieved); 1 some stopped on an error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import queue
+import shutil
+import sys
+import threading
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from agent.bench import score
+from agent.bench.plan import (
+    ENDPOINT_KEYS,
+    Bench,
+    PlannedRun,
+    continue_with,
+    differences,
+    load,
+    new_bench_id,
+    plan,
+    resolve_archs,
+    resolve_tasks,
+    run_state,
+)
+from agent.bench.progress import Progress
+from agent.bench.tables import markdown_table, percent, times
+from agent.cli import ConfigError
+from agent.loop.policies import make_policy
+from agent.loop.run import execute, prepare
+from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs
+from tasks.catalog import get_task
+from tools.pool.local import LocalPool
+from tools.schema import Trajectory
+
+DEFAULTS = {"samples": "1", "max_turns": "8", "modes": "single,multi", "concurrency": "4"}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one run of this invocation ended: agent.solve's exit status and the summary's outcome."""
+
+    run_id: str
+    code: int
+    outcome: str  # solved | correct | unverified | failed, or error
+    detail: str | None = None
+
+
+def configure(pairs: dict[str, str]) -> tuple[Bench, Path, int]:
+    """The bench to run (new, or continued: from resume=ID, or the same settings under the same bench_id),
+    its folder, and how many runs at once."""
+    pairs = dict(pairs)
+    concurrency = _count(pairs.pop("concurrency", DEFAULTS["concurrency"]), "concurrency")
+    runs_dir = Path(pairs.pop("runs_dir", "runs"))
+    endpoint = {k: v for k, v in pairs.items() if k in ENDPOINT_KEYS}
+    if "resume" in pairs:
+        bench_id = check_run_id(pairs.pop("resume"))
+        refused = sorted(k for k in pairs if k not in ENDPOINT_KEYS)
+        if refused:
+            allowed = ", ".join(["concurrency", "runs_dir", *ENDPOINT_KEYS])
+            raise ConfigError(f"a resumed bench cannot change {', '.join(refused)}; it may change only {allowed}")
+        return continue_with(load(runs_dir / bench_id), endpoint), runs_dir / bench_id, concurrency
+    for key in ("tasks", "archs"):
+        if key not in pairs:
+            raise ConfigError(f"{key}= required, e.g. tasks=core archs=sm_90a llm=reference")
+    wanted = plan(
+        bench_id=pairs.pop("bench_id", None) or new_bench_id(),
+        tasks=resolve_tasks(pairs.pop("tasks")),
+        archs=resolve_archs(pairs.pop("archs")),
+        samples=_count(pairs.pop("samples", DEFAULTS["samples"]), "samples"),
+        max_turns=_count(pairs.pop("max_turns", DEFAULTS["max_turns"]), "max_turns"),
+        modes=[m.strip() for m in pairs.pop("modes", DEFAULTS["modes"]).split(",") if m.strip()],
+        solve=pairs,
+    )
+    bench_dir = runs_dir / wanted.bench_id
+    if not (bench_dir / "bench.json").is_file():
+        return wanted, bench_dir, concurrency
+    saved = load(bench_dir)
+    changed = differences(saved, wanted)
+    if changed:
+        raise ConfigError(
+            f"{bench_dir} holds a bench with other settings ({'; '.join(changed)}); "
+            f"continue it with resume={saved.bench_id}, or choose another bench_id"
+        )
+    return continue_with(saved, endpoint), bench_dir, concurrency
+
+
+def _count(value: str, key: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(f"{key} must be a whole number ≥ 1 (got {value!r})")
+    return number
+
+
+def check_runs(bench: Bench) -> None:
+    """Every run's settings and policy, checked before any run starts (a missing reference solution or
+    API key fails here, not halfway through)."""
+    for run in {(r.task, r.arch, r.mode): r for r in bench.runs}.values():
+        settings = bench.settings(run)
+        make_policy(settings, get_task(run.task), settings.arch, lambda *args, **kwargs: None).close()
+
+
+def run_bench(bench: Bench, bench_dir: Path, concurrency: int) -> int:
+    states = {r.run_id: run_state(bench_dir, r) for r in bench.runs}
+    todo = [r for r in bench.runs if states[r.run_id] != "finished"]
+    earlier = Counter(
+        RunFolder(bench_dir / r.run_id).summary().outcome.value for r in bench.runs if states[r.run_id] == "finished"
+    )
+    pool = LocalPool.open(bench.settings(todo[0]).eval.gpu) if todo else LocalPool([])
+    gpus = f"{len(pool.services)} GPU(s)" if pool.services else f"GPU stages skipped: {pool.missing}"
+    done = sum(earlier.values())
+    print(
+        f"bench {bench.bench_id}: {len(bench.runs)} runs, {done} finished earlier"
+        + (f"; {concurrency} at a time; {gpus}" if todo else "")
+        + f"\n  folder: {bench_dir}",
+        file=sys.stderr,
+    )
+    progress = Progress(bench.bench_id, len(bench.runs), earlier)
+    try:
+        outcomes = run_all(todo, lambda run: run_one(bench, run, bench_dir, pool), concurrency, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        print("interrupted: stopping the GPU workers …", file=sys.stderr)
+        pool.interrupt()
+        print(f"continue with: python -m agent.bench resume={bench.bench_id} runs_dir={bench_dir.parent}",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    progress.close()
+    pool.close()
+    planned = {r.run_id for r in bench.runs}
+    trajs = [f.trajectory() for f in find_runs([bench_dir]) if f.run_id in planned]
+    print(score_table(trajs))
+    print(f"\nbench folder: {bench_dir}\nreport: python -m agent.report {bench_dir}")
+    errors = [o for o in outcomes if o.code != 0]
+    for o in errors:
+        print(f"  {o.run_id} stopped: {o.detail}", file=sys.stderr)
+    if errors:
+        print(f"continue with: python -m agent.bench resume={bench.bench_id} runs_dir={bench_dir.parent}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def run_all(
+    todo: list[PlannedRun], work: Callable[[PlannedRun], Outcome], concurrency: int, progress: Progress
+) -> list[Outcome]:
+    """`work` on every run, `concurrency` at a time, in daemon threads: an interrupted bench exits without
+    waiting for model calls in flight (their runs resume from their checkpoints)."""
+    pending: queue.SimpleQueue[PlannedRun] = queue.SimpleQueue()
+    for run in todo:
+        pending.put(run)
+    events: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()  # None: a run started
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                run = pending.get_nowait()
+            except queue.Empty:
+                return
+            events.put(None)
+            try:
+                events.put(work(run))
+            except Exception as e:  # a bug around the run, not in it (agent.solve catches those)
+                events.put(Outcome(run.run_id, 1, "error", f"{type(e).__name__}: {e}"))
+
+    for _ in range(min(concurrency, len(todo))):
+        threading.Thread(target=worker, daemon=True).start()
+    outcomes: list[Outcome] = []
+    try:
+        while len(outcomes) < len(todo):
+            try:
+                event = events.get(timeout=1.0)
+            except queue.Empty:
+                progress.draw()
+                continue
+            if event is None:
+                progress.start()
+            else:
+                outcomes.append(event)
+                progress.finish(event.outcome)
+    except KeyboardInterrupt:
+        stop.set()
+        raise
+    return outcomes
+
+
+def run_one(bench: Bench, run: PlannedRun, bench_dir: Path, pool: LocalPool) -> Outcome:
+    """One run through agent.solve: started, or resumed from its checkpoint, sharing the pool's GPUs."""
+    path = bench_dir / run.run_id
+    try:
+        if run_state(bench_dir, run) == "resume":
+            argv = [f"resume={run.run_id}", f"runs_dir={bench_dir}", *_endpoint_changes(bench, path)]
+        else:
+            _discard_unstarted(path)
+            argv = bench.run_argv(run, bench_dir)
+        prepared = prepare(argv, quiet=True)
+    except ConfigError as e:  # RunFolderError is one
+        return Outcome(run.run_id, 2, "error", str(e))
+    code = execute(prepared, gpu=pool)
+    summary = prepared.folder.summary()
+    outcome = summary.outcome.value if code == 0 and summary else "error"
+    return Outcome(run.run_id, code, outcome, summary.stop_detail if summary else None)
+
+
+def _discard_unstarted(path: Path) -> None:
+    """A folder killed before its first checkpoint holds no turn: it is removed and the run starts over."""
+    if not path.exists():
+        return
+    if (path / "config.json").is_file() and RunFolder(path).turns():
+        raise RunFolderError(f"{path} holds turns but no checkpoint to resume from; move it away to rerun it")
+    shutil.rmtree(path)
+
+
+def _endpoint_changes(bench: Bench, path: Path) -> list[str]:
+    """The bench's endpoint settings where they differ from what the run recorded."""
+    llm = RunFolder(path).config().llm.model_dump(mode="json")
+    return [
+        f"{key}={value}"
+        for key, value in bench.solve.items()
+        if key in ENDPOINT_KEYS and str(llm.get(key.removeprefix("llm."))) != value
+    ]
+
+
+def score_table(trajs: list[Trajectory]) -> str:
+    """Per arch and mode, over all tasks: correct, correct with targets, fast_1, geomean speedup by turn limit."""
+    rows = []
+    for s in score.suite_scores(trajs):
+        g = s.group
+        if g.task != score.ALL or g.arch == score.ALL:
+            continue
+        rows.append((g.model, g.arch, g.mode, s.turn_limit, s.trajectories, percent(s.correct),
+                     percent(s.correct_targets), percent(s.fast_traj[score.FAST_P.index(1.0)]),
+                     times(s.geomean_speedup), s.unfinished))  # fmt: skip
+    headers = ("model", "arch", "mode", "turns ≤", "runs", "correct", "+targets", "fast_1", "geomean", "unfinished")
+    return markdown_table(headers, rows) if rows else "(no runs to score)"

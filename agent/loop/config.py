@@ -1,0 +1,238 @@
+"""Settings of one repair-loop run, and how `key=value` words become them (agent/cli.py reads the words).
+
+Every field is documented where it is declared; `python -m agent.solve help` prints them. Secrets never
+live here: the OpenAI policy names the environment variable that holds its key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from agent.cli import ConfigError, check_keys, described
+from tasks.schema import Arch
+from tools.answer import format_validation_error
+from tools.options import EvalOptions
+
+
+class OpenAIConfig(BaseModel):
+    """Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, …)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["openai"] = "openai"
+    base_url: str = Field("https://api.openai.com/v1", description="The endpoint, up to and including /v1.")
+    model: str | None = Field(None, description="Model name as the endpoint knows it (required).")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature; unset: the server's default.")
+    max_tokens: int | None = Field(
+        32768, ge=1, description="Output tokens per answer (sent as max_completion_tokens); null: unset."
+    )
+    extra: dict[str, Any] = Field(
+        default_factory=dict, description="Extra request fields, sent as given: llm.extra.top_p=0.95, or a JSON object."
+    )
+    timeout_s: float = Field(900.0, gt=0, description="Seconds one request may take before it is retried.")
+    retries: int = Field(6, ge=0, description="Retries after a 408/409/429/5xx, a time-out or a garbled reply.")
+    backoff_s: float = Field(2.0, ge=0, description="First wait before a retry; doubles each time, at most 60 s.")
+
+    @field_validator("extra", mode="before")
+    @classmethod
+    def _json_values(cls, value: Any) -> Any:
+        """Command-line values are strings: read the whole object, or each value, as JSON where it parses."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                value = None
+        if not isinstance(value, dict):
+            raise ValueError("llm.extra must be a JSON object")
+        return {k: _maybe_json(v) for k, v in value.items()}
+
+
+class ReferenceConfig(BaseModel):
+    """Answers with the task's reference solution (tasks/solutions), once."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["reference"] = "reference"
+
+
+class ScriptedConfig(BaseModel):
+    """Answers from a fixture file, one per turn, for tests and demos."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["scripted"] = "scripted"
+    path: Path = Field(description="JSON file: a list of answers (see agent/policies/offline.py).")
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        """Recorded absolute, so a resumed run finds the file from any working directory."""
+        return value.resolve()
+
+
+class ReplayConfig(BaseModel):
+    """Re-drives a recorded run's answers, turn by turn, through today's harness."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["replay"] = "replay"
+    run: str = Field(description="The recorded run: its folder, or its id under runs_dir.")
+
+
+LLMConfig = Annotated[OpenAIConfig | ReferenceConfig | ScriptedConfig | ReplayConfig, Field(discriminator="name")]
+POLICY_CONFIGS: dict[str, type[BaseModel]] = {
+    "openai": OpenAIConfig, "reference": ReferenceConfig, "scripted": ScriptedConfig, "replay": ReplayConfig,
+}  # fmt: skip
+POLICY_NAMES = tuple(POLICY_CONFIGS)
+
+
+class EvalConfig(EvalOptions):
+    """How hard each attempt is evaluated (tools/options.py), and on which GPU."""
+
+    gpu: bool = Field(True, description="Run the GPU stages when a GPU of the arch is here; false: static only.")
+    device: int = Field(0, ge=0, description="CUDA device index.")
+
+    def options(self) -> EvalOptions:
+        """The harness's part of these settings."""
+        return EvalOptions.model_validate(self.model_dump(include=set(EvalOptions.model_fields)))
+
+
+class SeedConfig(BaseModel):
+    """Opens the conversation with a recorded attempt, e.g. another model's failure for a teacher to repair.
+
+    The run's system and task prompts are the recorded run's, then come the attempt as the first answer and
+    its feedback; the policy answers from there (agent.mine_repairs builds SFT data this way)."""
+
+    model_config = ConfigDict(extra="forbid")
+    run: str = Field(description="The recorded run: its folder, or its id under runs_dir.")
+    turn: int = Field(ge=1, description="The recorded turn whose answer and feedback open the conversation.")
+
+
+class SolveConfig(BaseModel):
+    """One run: a task on an arch, a policy, and the limits that end the loop."""
+
+    model_config = ConfigDict(extra="forbid")
+    task: str = Field(description="Task name or alias (python -m tasks lists them).")
+    arch: Arch = Field(description="sm_90a or sm_100a (aliases: sm_90, h100, h200, sm_100, b200).")
+    llm: LLMConfig = Field(default_factory=OpenAIConfig, description="The policy: openai, reference, scripted, replay.")
+    max_turns: int = Field(8, ge=1, description="Turns at most.")
+    history: Literal["full", "last"] = Field(
+        "full", description="What the model sees of earlier turns: all of them, or only the last."
+    )
+    target_speedup: float = Field(1.0, gt=0, description="Stop once a correct attempt with its targets is this fast.")
+    max_tokens_total: int | None = Field(None, ge=1, description="Token budget (prompt + completion) of the run.")
+    max_wall_s: float | None = Field(None, gt=0, description="Time budget: seconds of model and evaluation time.")
+    runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
+    run_id: str | None = Field(None, description="The new run's id (default: time, task, arch, random suffix).")
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    seed: SeedConfig | None = Field(None, description="Start from a recorded attempt (seed.run, seed.turn).")
+
+    @field_validator("arch", mode="before")
+    @classmethod
+    def _resolve_arch(cls, value: Any) -> Any:
+        return Arch.resolve(value) if isinstance(value, str) else value
+
+
+# Keys a resumed run may change: its limits and how to reach the endpoint, never what it is solving.
+RESUMABLE = {
+    "max_turns", "max_tokens_total", "max_wall_s", "runs_dir",
+    "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.retries", "llm.backoff_s", "eval.device",
+}  # fmt: skip
+
+
+def _maybe_json(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
+
+
+def nest(pairs: dict[str, str]) -> dict[str, Any]:
+    """{'llm': 'openai', 'llm.model': 'x'} → {'llm': {'name': 'openai', 'model': 'x'}}, keys checked."""
+    tree: dict[str, Any] = {}
+    for key, value in pairs.items():
+        head, *rest = key.split(".")
+        check_keys([head], SolveConfig.model_fields)
+        if head == "llm" and not rest:
+            if value not in POLICY_NAMES:
+                raise ConfigError(f"unknown policy llm={value!r}; known: {', '.join(POLICY_NAMES)}")
+            tree.setdefault("llm", {})["name"] = value
+            continue
+        if not rest:
+            if head == "eval":
+                raise ConfigError("eval takes sub-keys, e.g. eval.trials=1")
+            if head == "seed":
+                raise ConfigError("seed takes sub-keys, e.g. seed.run=RUN seed.turn=2")
+            tree[head] = None if value == "null" else value
+            continue
+        if head not in ("llm", "eval", "seed"):
+            raise ConfigError(f"{head} has no sub-keys (got {key})")
+        node = tree.setdefault(head, {})
+        for part in rest[:-1]:
+            node = node.setdefault(part, {})
+        node[rest[-1]] = None if value == "null" else value
+    return tree
+
+
+def _check_llm_keys(llm: dict[str, Any]) -> None:
+    fields = POLICY_CONFIGS[llm.get("name", "openai")].model_fields
+    for key in llm:
+        if key not in fields:
+            known = ", ".join(f"llm.{k}" for k in fields if k != "name") or "none"
+            raise ConfigError(f"llm={llm.get('name', 'openai')} has no setting llm.{key} (its settings: {known})")
+
+
+def build_config(tree: dict[str, Any]) -> SolveConfig:
+    """A validated SolveConfig, or ConfigError with one line per problem."""
+    if "task" not in tree or "arch" not in tree:
+        missing = " and ".join(k for k in ("task", "arch") if k not in tree)
+        raise ConfigError(f"{missing} required, e.g. task=gemm arch=sm_90a")
+    if isinstance(tree.get("llm"), dict):
+        tree = {**tree, "llm": {"name": "openai", **tree["llm"]}}  # llm.model=… alone means llm=openai
+        _check_llm_keys(tree["llm"])
+    check_keys(tree.get("eval") or {}, EvalConfig.model_fields, "eval.")
+    check_keys(tree.get("seed") or {}, SeedConfig.model_fields, "seed.")
+    try:
+        return SolveConfig.model_validate(tree)
+    except ValidationError as e:
+        # pydantic names the policy's union branch in paths (llm.openai.model); users write llm.model.
+        lines = re.sub(r"\bllm\.(?:openai|reference|scripted|replay)\b", "llm", format_validation_error(e))
+        raise ConfigError("invalid settings:\n" + lines) from None
+    except ValueError as e:  # Arch.resolve's UnknownName
+        raise ConfigError(str(e)) from None
+
+
+def merge(tree: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`overrides` laid over `tree`, nested dicts merged key by key."""
+    out = dict(tree)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def usage() -> str:
+    lines = [
+        "usage: python -m agent.solve task=T arch=A [llm=openai|reference|scripted|replay] [key=value ...]",
+        "       python -m agent.solve resume=RUN_ID [runs_dir=DIR] [max_turns=N ...]",
+        "",
+        "settings (null unsets an optional one):",
+        *described(SolveConfig, "", skip=("llm", "eval", "seed")),
+    ]
+    for name, model in POLICY_CONFIGS.items():
+        lines += [f"llm={name}: {model.__doc__.strip()}", *described(model, "llm.", skip=("name",))]
+    lines += [f"eval: {EvalConfig.__doc__.strip()}", *described(EvalConfig, "eval.")]
+    lines += [f"seed: {SeedConfig.__doc__.strip().splitlines()[0]}", *described(SeedConfig, "seed.")]
+    lines += [
+        "",
+        "A resumed run (resume=RUN_ID) may change only: " + ", ".join(sorted(RESUMABLE)) + ".",
+        "Exit status: 0 the run finished (whatever the model achieved); 1 it stopped early on an error",
+        "(resume it); 2 usage or configuration error; 130 interrupted.",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,143 @@
+"""An Evaluation → the model's next user message, through one template per status (prompts/feedback/).
+
+Every section is computed for every status, so a template may use any of them; long logs are cut with
+a visible marker so the model knows text is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.loop.prompts import render
+from tasks.expr import evaluate
+from tasks.schema import Arch, Task
+from tools.pipeline import GPU_STAGES
+from tools.schema import Evaluation, Stage, StageResult, StageState
+
+MESSAGE_CHARS = 6000
+DETAIL_CHARS = 2000
+
+
+def cut(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """`text` whole if it fits, else its head and tail around a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 2 // 3]
+    tail = text[-(limit - len(head)) :]
+    return f"{head}\n[… {len(text) - len(head) - len(tail):,} characters cut …]\n{tail}"
+
+
+def feedback_message(
+    evaluation: Evaluation, task: Task, arch: Arch, *, turn: int, max_turns: int, target_speedup: float
+) -> str:
+    left = max_turns - turn
+    values = {
+        "turn": turn,
+        "max_turns": max_turns,
+        "turns_left": f"{left} turn{'s' if left != 1 else ''} left." if left > 0 else "That was the last turn.",
+        "status": evaluation.status.value,
+        "summary": cut(evaluation.message, 1000),
+        "stages": stage_line(evaluation),
+        "failure": failure_text(evaluation),
+        "resources": resources(evaluation),
+        "sass_notes": _stage_message(evaluation, Stage.SASS) or "none",
+        "static_targets": static_targets(evaluation),
+        "gpu_skipped": next((s.message for s in evaluation.stages if s.name in GPU_STAGES), ""),
+        "timing": timing_table(evaluation, task),
+        "counts": instruction_counts(evaluation, task, arch),
+        "verdict": verdict(evaluation, task, arch, target_speedup),
+        "target_speedup": f"{target_speedup:g}×",
+    }
+    return render(f"feedback/{evaluation.status.value}.md", **values).strip()
+
+
+def stage_line(evaluation: Evaluation) -> str:
+    marks = {StageState.PASSED: "passed", StageState.FAILED: "FAILED", StageState.SKIPPED: "skipped"}
+    return " → ".join(f"{s.name.value} {marks[s.state]}" for s in evaluation.stages)
+
+
+def _failed(evaluation: Evaluation) -> StageResult | None:
+    return next((s for s in evaluation.stages if s.state is StageState.FAILED), None)
+
+
+def _stage_message(evaluation: Evaluation, name: Stage) -> str:
+    stage = evaluation.stage(name)
+    return cut(stage.message) if stage and stage.message else ""
+
+
+def failure_text(evaluation: Evaluation) -> str:
+    """The failing stage's message, and its structured detail where that says more (GPU stages)."""
+    stage = _failed(evaluation)
+    if stage is None:
+        return cut(evaluation.message)
+    text = cut(stage.message or evaluation.message)
+    if stage.detail and stage.name in GPU_STAGES:
+        text += "\n\nDetail: " + cut(json.dumps(stage.detail, default=str), DETAIL_CHARS)
+    return text
+
+
+def resources(evaluation: Evaluation) -> str:
+    stage = evaluation.stage(Stage.COMPILE)
+    kernels = (stage.detail.get("kernels") if stage else None) or []
+    lines = []
+    for k in kernels:
+        spills = k.get("spill_stores", 0) + k.get("spill_loads", 0)
+        lines.append(
+            f"- {k['name']}: {k.get('registers', 0)} registers, {spills} bytes of spill traffic, "
+            f"{k.get('shared_bytes', 0)} bytes of static shared memory, {k.get('stack_bytes', 0)} bytes of stack"
+        )
+    return "\n".join(lines) or "- (no resource report)"
+
+
+def static_targets(evaluation: Evaluation) -> str:
+    stage = evaluation.stage(Stage.SASS)
+    targets: dict[str, Any] = (stage.detail.get("targets") if stage else None) or {}
+    lines = []
+    for name, seen in targets.items():
+        sass = ", ".join(f"{op} ×{n}" for op, n in list(seen.get("sass_matches", {}).items())[:4])
+        where = f"in the SASS ({sass})" if seen.get("sass") else "NOT in the SASS"
+        lines.append(f"- {name}: {'in' if seen.get('ptx') else 'not in'} the PTX, {where}")
+    return "\n".join(lines) or "- (no SASS report)"
+
+
+def timing_table(evaluation: Evaluation, task: Task) -> str:
+    if evaluation.kernel_ms is None:
+        return "Timing: not measured."
+    flops = evaluate(task.flops, task.dims)
+    rows = ["| | time (ms) | TFLOP/s |", "| --- | ---: | ---: |"]
+    measured = [("your kernel", evaluation.kernel_ms), (f"{task.baseline.library} baseline", evaluation.baseline_ms)]
+    rows += [f"| {who} | {ms:.4f} | {flops / ms / 1e9:,.0f} |" for who, ms in measured if ms is not None]
+    if evaluation.speedup is not None:
+        rows.append(f"\nSpeedup: {evaluation.speedup:.3f}× the baseline.")
+    time_stage = evaluation.stage(Stage.TIME)
+    if time_stage and time_stage.message:
+        rows.append(cut(time_stage.message, 600))
+    return "\n".join(rows)
+
+
+def instruction_counts(evaluation: Evaluation, task: Task, arch: Arch) -> str:
+    if evaluation.target_counts is None:
+        stage = evaluation.stage(Stage.PROFILE)
+        why = f" ({stage.message})" if stage and stage.message else ""
+        return f"Executed target instructions: not counted{why}."
+    lines = ["Executed target instructions (warp-level, counted by the profiler):"]
+    for g in task.targets[arch]:
+        need = "required" if g.required else "optional"
+        lines.append(f"- {g.name} executed: {evaluation.target_counts.get(g.name, 0):,} ({need})")
+    return "\n".join(lines)
+
+
+def verdict(evaluation: Evaluation, task: Task, arch: Arch, target_speedup: float) -> str:
+    """For a correct attempt: solved, or what is still missing."""
+    missing = []
+    if evaluation.targets_met is not True:
+        counts = evaluation.target_counts or {}
+        absent = [g.name for g in task.targets[arch] if g.required and not counts.get(g.name)]
+        missing.append(f"the required target instructions did not all execute ({', '.join(absent) or 'not counted'})")
+    if evaluation.speedup is None or evaluation.speedup < target_speedup:
+        got = f"{evaluation.speedup:.3f}×" if evaluation.speedup is not None else "not measured"
+        missing.append(f"the speedup ({got}) is below the target {target_speedup:g}×")
+    if not missing:
+        return "Solved: correct, targets executed, and fast enough."
+    return "Not solved yet: " + "; and ".join(missing) + "."

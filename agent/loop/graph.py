@@ -1,0 +1,44 @@
+"""The repair loop as a LangGraph state machine. This module only wires the steps (nodes.py) and the
+routers (routing.py):
+
+  generate → extract → compile → gpu → feedback → generate …
+  a failing step routes straight to feedback; feedback ends the run when a stopping rule says so.
+
+`graph` is the compiled graph for LangGraph's own tooling (langgraph.json); `python -m agent.graph`
+(agent/graph.py) prints it as Mermaid.
+"""
+
+from __future__ import annotations
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+
+from agent.loop import nodes, routing
+from agent.loop.state import LoopState, RunContext
+
+
+def build_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
+    builder = StateGraph(LoopState, context_schema=RunContext)
+    builder.add_node("generate", nodes.generate)
+    builder.add_node("extract", nodes.extract)
+    builder.add_node("compile", nodes.compile_)
+    builder.add_node("gpu", nodes.gpu)
+    builder.add_node("feedback", nodes.feedback)
+    builder.add_edge(START, "generate")
+    builder.add_edge("generate", "extract")
+    # The routers' outcomes label the edges in the drawing.
+    builder.add_conditional_edges("extract", routing.after_extract, {"solution": "compile", "no_solution": "feedback"})
+    builder.add_conditional_edges(
+        "compile", routing.after_compile, {"gpu_ready": "gpu", "failed_or_no_gpu": "feedback"}
+    )
+    builder.add_edge("gpu", "feedback")
+    builder.add_conditional_edges("feedback", routing.after_feedback, {"next_turn": "generate", "stop": END})
+    return builder.compile(checkpointer=checkpointer, name="ptxbench-repair-loop")
+
+
+def mermaid() -> str:
+    return build_graph().get_graph().draw_mermaid()
+
+
+graph = build_graph()

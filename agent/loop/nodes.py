@@ -1,0 +1,241 @@
+"""The loop's steps. Each takes the state and the run context and returns only the keys it changes; a
+failing kernel is data (an Evaluation) for the model, never an exception. Only a policy that cannot
+answer raises, which ends the run with its checkpoint intact for resume=RUN_ID."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from agent.loop.conversation import build_messages
+from agent.loop.feedback import feedback_message
+from agent.loop.routing import stop_reason
+from agent.loop.state import LoopState, RunContext, TurnResult
+from agent.loop.summary import summarize, turn_outcome
+from agent.loop.tokens import count_messages, count_text
+from tools import pipeline
+from tools.pipeline import Static
+from tools.schema import Evaluation, Message, Outcome, RunSummary, Stage, StageResult, StageState, Turn
+
+TRUNCATED = (
+    "the answer was cut off at the output token limit (finish_reason=length) before it ended, so it was "
+    "not evaluated. Write a shorter answer: a few lines of prose, then the two blocks, with no "
+    "commented-out or repeated code."
+)
+
+
+def generate(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Ask the policy for this turn's answer."""
+    ctx = runtime.context
+    turn = state.get("turn", 0) + 1
+    messages = build_messages(ctx.system_prompt, ctx.task_prompt, state.get("history", []), ctx.settings.history)
+    prompt_estimate = count_messages(messages)
+    ctx.journal.event("turn.start", turn=turn, messages=len(messages), prompt_tokens_estimate=prompt_estimate)
+    say(ctx, turn, "generate", f"{len(messages)} messages, {prompt_estimate:,} prompt tokens …")
+    started_at = datetime.now(UTC).isoformat(timespec="seconds")
+    start = time.perf_counter()
+    reply = ctx.policy.respond(messages, turn)
+    seconds = time.perf_counter() - start
+    completion = reply.completion_tokens
+    if completion is None:
+        completion = count_text(reply.text) + (count_text(reply.reasoning) if reply.reasoning else 0)
+    answer = {
+        "text": reply.text,
+        "reasoning": reply.reasoning,
+        "finish_reason": reply.finish_reason,
+        "prompt_tokens": reply.prompt_tokens if reply.prompt_tokens is not None else prompt_estimate,
+        "completion_tokens": completion,
+    }
+    ctx.journal.event(
+        "generate.done",
+        turn=turn,
+        seconds=round(seconds, 3),
+        finish_reason=reply.finish_reason,
+        prompt_tokens=answer["prompt_tokens"],
+        completion_tokens=completion,
+        reasoning_chars=len(reply.reasoning or ""),
+    )
+    say(ctx, turn, "generate", f"{completion:,} tokens in {seconds:.1f} s (finish: {reply.finish_reason})")
+    return {
+        "turn": turn,
+        "messages": [m.model_dump() for m in messages],
+        "reply": answer,
+        "started_at": started_at,
+        "model_seconds": seconds,
+        "static": None,
+        "evaluation": None,
+        "eval_seconds": 0.0,
+        "gpu_pending": False,
+    }
+
+
+def extract(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The extract stage: the answer's Solution and its concrete launch plan (a cut-off answer, a bad spec or a
+    bad block size is refused here)."""
+    ctx = runtime.context
+    reply = state["reply"]
+    if reply["finish_reason"] == "length":  # a truncated module is never worth assembling
+        static = Static(stages=[StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=TRUNCATED)])
+    else:
+        static = pipeline.extract(ctx.task, ctx.arch, answer=reply["text"])
+    if static.failed:
+        failure = pipeline.evaluation(static, ctx.task, ctx.arch)
+        ctx.journal.event("extract.failed", turn=state["turn"], message=failure.message)
+        say(ctx, state["turn"], "extract", f"extract_error: {_first_line(static.failed.message)}")
+        return {"evaluation": failure.model_dump(mode="json")}
+    solution = static.solution
+    ctx.journal.event("extract.done", turn=state["turn"], language=solution.language, hash=solution.content_hash)
+    launches = len(solution.launch.launches)
+    say(ctx, state["turn"], "extract", f"{solution.language} source, {launches} launch{'es' if launches > 1 else ''}")
+    return {"static": static.model_dump(mode="json")}
+
+
+def compile_(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The static stages on the extracted solution: compile (ptxas / NVRTC), sass (nvdisasm), abi."""
+    ctx = runtime.context
+    start = time.perf_counter()
+    static = pipeline.build(Static.model_validate(state["static"]), ctx.task, ctx.arch, ctx.options)
+    seconds = time.perf_counter() - start
+    missing = ctx.gpu.unavailable_reason(ctx.arch)
+    evaluation = pipeline.evaluation(static, ctx.task, ctx.arch, missing or pipeline.PENDING)
+    pending = static.module is not None and missing is None
+    _report(ctx, state["turn"], "compile", evaluation, seconds, static=True)
+    return {
+        "static": static.model_dump(mode="json"),
+        "evaluation": evaluation.model_dump(mode="json"),
+        "eval_seconds": seconds,
+        "gpu_pending": pending,
+    }
+
+
+def gpu(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """The GPU stages of the built module: run, check, time, profile."""
+    ctx = runtime.context
+    say(ctx, state["turn"], "gpu", "running on the GPU …")
+    start = time.perf_counter()
+    static = Static.model_validate(state["static"])
+    evaluation = pipeline.on_gpu(static, ctx.task, ctx.arch, ctx.options, ctx.gpu)
+    seconds = time.perf_counter() - start
+    _report(ctx, state["turn"], "gpu", evaluation, seconds, static=False)
+    return {
+        "evaluation": evaluation.model_dump(mode="json"),
+        "eval_seconds": state.get("eval_seconds", 0.0) + seconds,
+        "gpu_pending": False,
+    }
+
+
+def feedback(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
+    """Finish the turn: the feedback message, the turn written to the run folder (once, even when a
+    resumed run repeats this step), the summary, and whether to stop."""
+    ctx = runtime.context
+    settings = ctx.settings
+    index = state["turn"]
+    evaluation = Evaluation.model_validate(state["evaluation"])
+    message = feedback_message(
+        evaluation, ctx.task, ctx.arch, turn=index, max_turns=settings.max_turns, target_speedup=settings.target_speedup
+    )
+    reply = state["reply"]
+    turn = Turn(
+        index=index,
+        messages=[Message(**m) for m in state["messages"]],
+        response=reply["text"],
+        reasoning=reply["reasoning"],
+        finish_reason=reply["finish_reason"],
+        prompt_tokens=reply["prompt_tokens"],
+        completion_tokens=reply["completion_tokens"],
+        solution=Static.model_validate(state["static"]).solution if state.get("static") else None,
+        evaluation=evaluation,
+        feedback=message,
+        model_seconds=state["model_seconds"],
+        eval_seconds=state.get("eval_seconds", 0.0),
+        started_at=state["started_at"],
+    )
+    if any(t.index == index for t in ctx.folder.turns()):
+        ctx.journal.event("turn.already_recorded", turn=index)
+    else:
+        ctx.folder.append_turn(turn)
+    outcome = turn_outcome(turn, settings.target_speedup)
+    result = TurnResult(
+        turn=index,
+        status=evaluation.status.value,
+        solved=outcome is Outcome.SOLVED,
+        tokens=turn.prompt_tokens + turn.completion_tokens,
+        seconds=turn.model_seconds + turn.eval_seconds,
+    )
+    results = [*state.get("results", []), result]
+    stop = stop_reason(results, settings, ctx.policy.max_answers)
+    reason = stop.value if stop else None  # the state holds plain JSON
+    write_summary(ctx, reason)
+    ctx.journal.event(
+        "turn.done",
+        turn=index,
+        status=result["status"],
+        outcome=outcome.value,
+        stop_reason=reason,
+        speedup=evaluation.speedup,
+        targets_met=evaluation.targets_met,
+    )
+    shown = evaluation.status.value + (f" ({outcome})" if outcome.value != evaluation.status.value else "")
+    say(ctx, index, "feedback", shown + (f" → stop: {reason}" if reason else " → next turn"))
+    return {
+        "history": [{"turn": index, "response": turn.response, "feedback": message}],
+        "results": [result],
+        "stop_reason": reason,
+    }
+
+
+def write_summary(ctx: RunContext, stop_reason: str | None, detail: str | None = None) -> RunSummary:
+    """summary.json from the run folder's turns; returns what it wrote."""
+    summary = summarize(
+        ctx.folder.turns(),
+        target_speedup=ctx.settings.target_speedup,
+        stop_reason=stop_reason,
+        run_id=ctx.folder.run_id,
+        task=ctx.task.name,
+        arch=str(ctx.arch),
+        policy=ctx.policy.describe(),
+        stop_detail=detail,
+    )
+    ctx.folder.write_summary(summary)
+    return summary
+
+
+def say(ctx: RunContext, turn: int, step: str, text: str) -> None:
+    ctx.journal.say(f"turn {turn}/{ctx.settings.max_turns}  {step:<9} {text}")
+
+
+def _report(ctx: RunContext, turn: int, step: str, evaluation: Evaluation, seconds: float, *, static: bool) -> None:
+    stages = [s.name.value for s in evaluation.stages if s.state is not StageState.SKIPPED]
+    ctx.journal.event(
+        f"{step}.done",
+        turn=turn,
+        status=evaluation.status.value,
+        stages=stages,
+        seconds=round(seconds, 3),
+        message=evaluation.message[:2000],
+    )
+    failed = next((s for s in evaluation.stages if s.state is StageState.FAILED), None)
+    if failed is not None:
+        text = f"{evaluation.status.value} at {failed.name.value}: {_first_line(failed.message)}"
+    elif static:
+        compiled = evaluation.stage(Stage.COMPILE)
+        kernels = compiled.detail.get("kernels", []) if compiled else []
+        regs = ", ".join(f"{k['name']} {k['registers']} regs" for k in kernels[:3])
+        text = f"compiled ({regs or 'no kernels reported'}) in {seconds:.1f} s"
+        missing = ctx.gpu.unavailable_reason(ctx.arch)
+        text += f"; GPU stages skipped: {_first_line(missing)}" if missing else "; GPU stages next"
+    else:
+        text = f"{evaluation.status.value}"
+        if evaluation.speedup is not None:
+            text += f": {evaluation.kernel_ms:.4f} ms, {evaluation.speedup:.3f}× {ctx.task.baseline.library}"
+        if evaluation.targets_met is not None:
+            text += ", targets met" if evaluation.targets_met else ", targets NOT met"
+    say(ctx, turn, step, text)
+
+
+def _first_line(text: str, limit: int = 160) -> str:
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line if len(line) <= limit else line[:limit] + "…"

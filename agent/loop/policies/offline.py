@@ -1,0 +1,137 @@
+"""Policies that need no network: the task's reference solution, scripted fixtures, and the replay of a
+recorded run. Each answers by turn number and has a known number of answers, after which the run ends.
+
+A scripted fixture is a JSON list; each item is an answer's text, or an object:
+  {"text": "...", "reasoning": "...", "finish_reason": "length", "delay_s": 2}
+  {"file": "turn_02.md"}           (text from a file beside the fixture)
+`delay_s` simulates the model's latency (for demos, and for tests that kill a run mid-turn).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from agent.cli import ConfigError
+from agent.loop.policies.base import Reply
+from agent.loop.store import RunFolder
+from tasks.schema import Arch, Task
+from tasks.solutions import answer_path, available, reference_answer
+from tools.answer import format_validation_error
+from tools.schema import Message
+
+
+class ReferencePolicy:
+    """The task's reference answer, once: repeating it could not change the verdict."""
+
+    max_answers = 1
+
+    def __init__(self, task: Task, arch: Arch):
+        self.text = reference_answer(task.name, arch)
+        if self.text is None:
+            pairs = ", ".join(f"{t} on {a}" for t, a in available()) or "none yet"
+            raise ConfigError(f"no reference solution for {task.name} on {arch}; tasks that have one: {pairs}")
+        self.path = answer_path(task.name, arch)
+
+    def describe(self) -> str:
+        return f"reference ({self.path})"
+
+    def respond(self, messages: list[Message], turn: int) -> Reply:
+        return Reply(text=self.text, finish_reason="stop")
+
+    def close(self) -> None:
+        pass
+
+
+class ScriptedAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = None
+    file: str | None = Field(None, description="A file beside the fixture holding the text.")
+    reasoning: str | None = None
+    finish_reason: str | None = "stop"
+    delay_s: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ScriptedAnswer:
+        if (self.text is None) == (self.file is None):
+            raise ValueError("give exactly one of 'text' and 'file'")
+        return self
+
+
+class ScriptedPolicy:
+    """Fixture answers, one per turn."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            items = json.loads(path.read_text())
+        except OSError as e:
+            raise ConfigError(f"llm.path: cannot read {path}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"llm.path: {path} is not JSON: {e}") from None
+        if not isinstance(items, list) or not items:
+            raise ConfigError(f"llm.path: {path} must hold a non-empty JSON list of answers")
+        self.answers: list[ScriptedAnswer] = []
+        for i, item in enumerate(items):
+            try:
+                answer = ScriptedAnswer(text=item) if isinstance(item, str) else ScriptedAnswer.model_validate(item)
+            except ValidationError as e:
+                raise ConfigError(f"llm.path: {path}, answer {i + 1}:\n{format_validation_error(e)}") from None
+            if answer.file is not None:
+                source = path.parent / answer.file
+                if not source.is_file():
+                    raise ConfigError(f"llm.path: {path}, answer {i + 1}: no file {source}")
+                answer = answer.model_copy(update={"text": source.read_text(), "file": None})
+            self.answers.append(answer)
+        self.max_answers = len(self.answers)
+
+    def describe(self) -> str:
+        return f"scripted ({self.path}, {self.max_answers} answers)"
+
+    def respond(self, messages: list[Message], turn: int) -> Reply:
+        answer = self.answers[turn - 1]
+        if answer.delay_s:
+            time.sleep(answer.delay_s)
+        return Reply(text=answer.text, reasoning=answer.reasoning, finish_reason=answer.finish_reason)
+
+    def close(self) -> None:
+        pass
+
+
+class ReplayPolicy:
+    """A recorded run's answers in order; the prompts it is sent now may differ from the recorded ones,
+    since today's harness may give different feedback."""
+
+    def __init__(self, run: str, runs_dir: Path, task: Task, arch: Arch):
+        try:
+            self.folder = RunFolder.open(runs_dir, run)
+            self.turns = self.folder.turns()
+            recorded = self.folder.config()
+        except (OSError, ValueError) as e:  # RunFolderError and pydantic's are ValueErrors
+            raise ConfigError(f"llm.run: {e}") from None
+        if (recorded.task, recorded.arch) != (task.name, str(arch)):
+            raise ConfigError(
+                f"llm.run: {self.folder.path} solved {recorded.task} on {recorded.arch}, not {task.name} on {arch}"
+            )
+        if not self.turns:
+            raise ConfigError(f"llm.run: {self.folder.path} has no finished turns to replay")
+        self.max_answers = len(self.turns)
+
+    def describe(self) -> str:
+        return f"replay ({self.folder.path}, {self.max_answers} answers)"
+
+    def respond(self, messages: list[Message], turn: int) -> Reply:
+        recorded = self.turns[turn - 1]
+        # The completion is the recorded one, so is its count; the prompt is today's and gets counted anew.
+        return Reply(
+            text=recorded.response,
+            reasoning=recorded.reasoning,
+            finish_reason=recorded.finish_reason,
+            completion_tokens=recorded.completion_tokens or None,
+        )
+
+    def close(self) -> None:
+        pass

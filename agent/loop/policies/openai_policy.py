@@ -1,0 +1,132 @@
+"""Any OpenAI-compatible chat-completions endpoint, with our own retries so each one is logged.
+
+Retried with exponential back-off (the server's Retry-After wins when it gives one): 408, 409, 429,
+5xx, time-outs, dropped connections, and replies that are not a chat completion. Refusals that retrying
+cannot fix end the run: a bad key or unknown model is a configuration error, any other 4xx a ModelError.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openai
+
+from agent.cli import ConfigError
+from agent.loop.config import OpenAIConfig
+from agent.loop.policies.base import ModelError, Reply
+from tools.schema import Message
+
+RETRY_STATUS = {408, 409, 429}
+MAX_WAIT_S = 60.0
+
+
+class MalformedReply(Exception):
+    """The server answered 200 with something that is not a usable chat completion."""
+
+
+class OpenAIPolicy:
+    max_answers = None
+
+    def __init__(self, config: OpenAIConfig, on_event: Callable[..., Any]):
+        if not config.model:
+            raise ConfigError("llm=openai needs llm.model=NAME (the model name the endpoint serves)")
+        key = os.environ.get(config.api_key_env)
+        if not key:
+            raise ConfigError(
+                f"llm=openai reads its API key from ${config.api_key_env}, which is not set "
+                f"(for a server without authentication, set it to any value, e.g. {config.api_key_env}=EMPTY)"
+            )
+        self.config = config
+        self.on_event = on_event
+        self.client = openai.OpenAI(base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout_s)
+
+    def describe(self) -> str:
+        return f"openai {self.config.model} at {self.config.base_url}"
+
+    def close(self) -> None:
+        self.client.close()
+
+    def respond(self, messages: list[Message], turn: int) -> Reply:
+        request: dict[str, Any] = {"model": self.config.model, "messages": [m.model_dump() for m in messages]}
+        if self.config.temperature is not None:
+            request["temperature"] = self.config.temperature
+        if self.config.max_tokens is not None:
+            request["max_completion_tokens"] = self.config.max_tokens
+        if self.config.extra:
+            request["extra_body"] = self.config.extra
+        for attempt in range(self.config.retries + 1):
+            try:
+                return _reply(self.client.chat.completions.create(**request))
+            except Exception as e:  # sorted below: only transient failures come round again
+                reason, wait = self._classify(e, attempt)
+                if attempt == self.config.retries:
+                    raise ModelError(f"{self.describe()}: {reason} (gave up after {attempt + 1} tries)") from None
+                self.on_event("llm.retry", turn=turn, attempt=attempt + 1, wait_s=round(wait, 2), reason=reason)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
+    def _classify(self, error: Exception, attempt: int) -> tuple[str, float]:
+        """(reason, seconds to wait) for a transient failure; raises for the others."""
+        wait = min(self.config.backoff_s * 2**attempt, MAX_WAIT_S)
+        if isinstance(error, openai.APITimeoutError):
+            return f"no answer within {self.config.timeout_s:g} s", wait
+        if isinstance(error, openai.APIConnectionError):
+            return f"connection failed ({error.__cause__ or error})", wait
+        if isinstance(error, openai.APIStatusError):
+            detail = _short(error.message)
+            if error.status_code in RETRY_STATUS or error.status_code >= 500:
+                return f"HTTP {error.status_code}: {detail}", _retry_after(error.response, wait)
+            if error.status_code in (401, 403, 404):
+                raise ConfigError(
+                    f"{self.describe()} refused the request (HTTP {error.status_code}: {detail}); "
+                    f"check llm.base_url, llm.model and ${self.config.api_key_env}"
+                ) from None
+            raise ModelError(f"{self.describe()} refused the request (HTTP {error.status_code}: {detail})") from None
+        if isinstance(
+            error, MalformedReply | openai.APIResponseValidationError | json.JSONDecodeError | UnicodeDecodeError
+        ):
+            return f"unusable reply: {_short(str(error))}", wait
+        raise error
+
+
+def _reply(completion: Any) -> Reply:
+    """A Reply from a chat completion, keeping reasoning text where the server returns it."""
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise MalformedReply(f"no choices in the reply ({_short(repr(completion))})")
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise MalformedReply("the first choice has no message")
+    extra = getattr(message, "model_extra", None) or {}
+    reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    usage = getattr(completion, "usage", None)
+    return Reply(
+        text=message.content or "",
+        reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
+        finish_reason=getattr(choice, "finish_reason", None),
+        prompt_tokens=getattr(usage, "prompt_tokens", None),
+        completion_tokens=getattr(usage, "completion_tokens", None),
+    )
+
+
+def _retry_after(response: Any, default: float) -> float:
+    headers = getattr(response, "headers", None) or {}
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return min(max(float(value) * scale, 0.0), MAX_WAIT_S)
+        except ValueError:
+            continue
+    return default
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,39 @@
+"""Where the loop goes next: plain functions of the state, testable without LangGraph or a GPU."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from agent.loop.config import SolveConfig
+from agent.loop.state import LoopState, TurnResult
+from tools.schema import StopReason
+
+
+def after_extract(state: LoopState) -> Literal["solution", "no_solution"]:
+    """An answer that yielded no solution already carries its failed evaluation."""
+    return "no_solution" if state.get("evaluation") else "solution"
+
+
+def after_compile(state: LoopState) -> Literal["gpu_ready", "failed_or_no_gpu"]:
+    return "gpu_ready" if state.get("gpu_pending") else "failed_or_no_gpu"
+
+
+def after_feedback(state: LoopState) -> Literal["next_turn", "stop"]:
+    return "stop" if state.get("stop_reason") else "next_turn"
+
+
+def stop_reason(results: list[TurnResult], settings: SolveConfig, max_answers: int | None) -> StopReason | None:
+    """Why the run ends after these turns, or None to go on. Budgets are checked between turns: a turn
+    in flight is never cut short."""
+    if any(r["solved"] for r in results):
+        return StopReason.SOLVED
+    done = len(results)
+    if done >= settings.max_turns:
+        return StopReason.MAX_TURNS
+    if settings.max_tokens_total is not None and sum(r["tokens"] for r in results) >= settings.max_tokens_total:
+        return StopReason.TOKEN_BUDGET
+    if settings.max_wall_s is not None and sum(r["seconds"] for r in results) >= settings.max_wall_s:
+        return StopReason.WALL_BUDGET
+    if max_answers is not None and done >= max_answers:
+        return StopReason.POLICY_EXHAUSTED
+    return None

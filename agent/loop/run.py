@@ -1,0 +1,256 @@
+"""One repair-loop run from its settings to its end: `prepare` (settings, policy, run folder; a resumed run's
+checkpoint), then `execute` (the graph, to a stopping rule or an error that leaves the run resumable).
+`python -m agent.solve` is the command around them; agent.bench and agent.mine_repairs call them too.
+
+execute's exit status: 0 the run finished, whatever the model achieved; 1 it stopped early on an error
+(the endpoint failed after its retries, or the harness crashed) and can be resumed; 2 configuration
+error; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import traceback
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+
+from agent.cli import ConfigError, parse_pairs
+from agent.loop.config import RESUMABLE, EvalConfig, SeedConfig, SolveConfig, build_config, merge, nest
+from agent.loop.conversation import Exchange
+from agent.loop.graph import build_graph
+from agent.loop.journal import Journal
+from agent.loop.nodes import write_summary
+from agent.loop.policies import ModelError, Policy, make_policy
+from agent.loop.prompts import system_prompt, task_prompt, toolchain
+from agent.loop.routing import stop_reason
+from agent.loop.seed import Seed, load_seed
+from agent.loop.state import RunContext
+from agent.loop.store import RunFolder, check_run_id, new_run_id
+from tasks.catalog import get_task
+from tasks.schema import Task, UnknownName
+from tools.gpu.base import Gpu, Unavailable
+from tools.schema import RunSummary
+
+STEPS_PER_TURN = 5
+
+
+@dataclass
+class Prepared:
+    settings: SolveConfig
+    task: Task
+    folder: RunFolder
+    policy: Policy
+    journal: Journal
+    resumed: bool
+    seed: Seed | None = None
+
+
+def prepare(argv: list[str], quiet: bool = False) -> Prepared:
+    """Settings, policy and run folder; every usage or configuration problem surfaces here, before a
+    new run folder is created. A `quiet` run prints nothing (agent.bench runs many at once)."""
+    pairs = parse_pairs(argv)
+    if "resume" in pairs:
+        return _prepare_resume(check_run_id(pairs.pop("resume")), pairs, quiet)
+    settings = build_config(nest(pairs))
+    task = _task(settings.task)
+    settings = settings.model_copy(update={"task": task.name})
+    seed = _seed(settings, task)
+    if seed is not None:  # recorded by its path, so a resumed run finds it whatever runs_dir it is given
+        settings = settings.model_copy(
+            update={"seed": SeedConfig(run=str(seed.folder.path.resolve()), turn=seed.turn.index)}
+        )
+    run_id = check_run_id(settings.run_id) if settings.run_id else new_run_id(task.name, str(settings.arch))
+    journal = Journal(run_id, quiet)
+    policy = make_policy(settings, task, settings.arch, journal.event)
+    config = {
+        **settings.model_dump(mode="json"),
+        "run_id": run_id,
+        "policy": policy.describe(),
+        "created_at": _now(),
+        "toolchain": vars(toolchain()),
+        **({"seed_attempt": seed.record()} if seed is not None else {}),
+    }
+    folder = RunFolder.create(settings.runs_dir, run_id, config)
+    return Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed)
+
+
+def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared:
+    refused = sorted(k for k in pairs if k not in RESUMABLE)
+    if refused:
+        raise ConfigError(
+            f"a resumed run cannot change {', '.join(refused)}; it may change only {', '.join(sorted(RESUMABLE))}"
+        )
+    overrides = nest(pairs)
+    folder = RunFolder.open(overrides.get("runs_dir", "runs"), run_id)
+    if not folder.checkpoints_path.is_file():
+        raise ConfigError(f"{folder.path} has no checkpoints.sqlite, so it cannot be resumed")
+    saved = folder.config().model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
+    tree = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
+    settings = build_config(merge(tree, overrides))
+    task = _task(settings.task)
+    journal = Journal(run_id, quiet)
+    policy = make_policy(settings, task, settings.arch, journal.event)
+    changed = {k: v for k, v in pairs.items() if k != "runs_dir"}  # where the run lives is not a setting
+    if changed:
+        resumes = [*saved.get("resumed", []), {"at": _now(), "changed": changed}]
+        updated = {**saved, **settings.model_dump(mode="json"), "resumed": resumes}
+        folder.write_config({k: v for k, v in updated.items() if k != "format_version"})
+    return Prepared(settings, task, folder, policy, journal, resumed=True, seed=_seed(settings, task))
+
+
+def _seed(settings: SolveConfig, task: Task) -> Seed | None:
+    return load_seed(settings.seed, settings.runs_dir, task, settings.arch) if settings.seed else None
+
+
+def _task(name: str) -> Task:
+    try:
+        return get_task(name)
+    except UnknownName as e:
+        raise ConfigError(str(e)) from None
+
+
+def open_gpu(settings: EvalConfig) -> Gpu:
+    """The run's own GPU: the service of `eval.device` (its worker starts on first use), or none by request."""
+    if not settings.gpu:
+        return Unavailable("turned off (eval.gpu=false)")
+    from tools.gpu.service import GpuService  # torch and the driver bindings, only when a GPU is wanted
+
+    return GpuService(device=settings.device)
+
+
+def execute(run: Prepared, gpu: Gpu | None = None) -> int:
+    """Run the loop to its end and report. `gpu` is one the caller shares among runs (a pool) and closes
+    itself, or a stand-in (tests); without it the run opens and closes its own."""
+    settings, folder, journal, policy = run.settings, run.folder, run.journal, run.policy
+    journal.attach(folder.events_path)
+    own_gpu = gpu is None
+    gpu = open_gpu(settings.eval) if gpu is None else gpu
+    ctx = RunContext(
+        task=run.task,
+        arch=settings.arch,
+        settings=settings,
+        options=settings.eval.options(),
+        policy=policy,
+        gpu=gpu,
+        folder=folder,
+        journal=journal,
+        system_prompt=system_prompt(settings.arch),
+        task_prompt=task_prompt(
+            run.task,
+            settings.arch,
+            trials=settings.eval.trials,
+            target_speedup=settings.target_speedup,
+            max_turns=settings.max_turns,
+        ),
+    )
+    if run.seed is not None:  # the conversation the seed's attempt answered, word for word
+        ctx.system_prompt, ctx.task_prompt = run.seed.system_prompt, run.seed.task_prompt
+    _header(ctx, run.resumed, run.seed)
+    conn = sqlite3.connect(folder.checkpoints_path, check_same_thread=False)
+    code, reason, detail = 0, None, None
+    try:
+        graph = build_graph(SqliteSaver(conn))
+        config: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}
+        go, start = _starting_input(graph, config, ctx, run.seed.history() if run.seed else [])
+        if go:
+            done = len(graph.get_state(config).values.get("results", []))
+            config["recursion_limit"] = STEPS_PER_TURN * (settings.max_turns - done + 1) + 10
+            final = graph.invoke(start, config, context=ctx, durability="sync")
+            reason = final.get("stop_reason")
+        else:
+            reason = stop_reason(graph.get_state(config).values["results"], settings, policy.max_answers)
+            journal.say(f"run {folder.run_id} had already finished ({reason}); nothing to do")
+    except ModelError as e:
+        code, reason, detail = 1, "model_error", str(e)
+    except ConfigError as e:
+        code, reason, detail = 2, "config_error", str(e)
+    except KeyboardInterrupt:
+        code, reason, detail = 130, "interrupted", "interrupted by the user"
+    except Exception as e:  # a harness or loop bug: keep the run resumable and say where it broke
+        code, reason, detail = 1, "error", f"{type(e).__name__}: {e}"
+        journal.event("run.crashed", traceback=traceback.format_exc())
+    finally:
+        if own_gpu:
+            gpu.close()
+        policy.close()
+        conn.close()
+    summary = write_summary(ctx, reason, detail)
+    journal.event("run.done", stop_reason=reason, detail=detail, outcome=summary.outcome.value)
+    if detail:
+        journal.say(f"stopped: {detail}")
+        if code != 2:
+            journal.say(f"resume with: python -m agent.solve resume={folder.run_id} runs_dir={folder.path.parent}")
+    if not journal.quiet:
+        print(summary_table(summary, folder))
+    journal.close()
+    return code
+
+
+def _starting_input(graph: Any, config: dict[str, Any], ctx: RunContext, seeded: list[Exchange]) -> tuple[bool, Any]:
+    """(whether to run the graph, its input): a fresh state for a new run (its history opened by the seed's
+    attempt, if any); None to continue a killed one from its checkpoint; a jump back to `generate` for a
+    finished run whose new limits allow more turns; and (False, None) for a run that has finished for good."""
+    snapshot = graph.get_state(config)
+    recorded = len(ctx.folder.turns())
+    if not snapshot.values:
+        if recorded:
+            raise ConfigError(f"{ctx.folder.path} holds {recorded} turns but no checkpoint to resume from")
+        return True, {"turn": 0, "stop_reason": None, **({"history": seeded} if seeded else {})}
+    done = len(snapshot.values.get("results", []))
+    if recorded > done + 1:  # only the turn whose feedback step was cut short may be ahead of the checkpoint
+        raise ConfigError(f"{ctx.folder.path}: {recorded} turns recorded but the checkpoint has {done}")
+    if snapshot.next:
+        ctx.journal.event("run.resume", turn=snapshot.values.get("turn"), next=list(snapshot.next))
+        return True, None
+    if stop_reason(snapshot.values.get("results", []), ctx.settings, ctx.policy.max_answers):
+        return False, None
+    ctx.journal.event("run.extend", turns_done=done)
+    return True, Command(goto="generate", update={"stop_reason": None})
+
+
+def _header(ctx: RunContext, resumed: bool, seed: Seed | None) -> None:
+    say = ctx.journal.say
+    verb = "resuming" if resumed else "run"
+    say(f"{verb} {ctx.folder.run_id}: {ctx.task.name} on {ctx.arch}, up to {ctx.settings.max_turns} turns")
+    say(f"  llm: {ctx.policy.describe()}")
+    if seed is not None:
+        say(f"  seeded with turn {seed.turn.index} of {seed.folder.path} ({seed.turn.evaluation.status.value})")
+    missing = ctx.gpu.unavailable_reason(ctx.arch)
+    say(f"  GPU stages: {'skipped (' + missing + '); attempts can at best be unverified' if missing else 'on'}")
+    ctx.journal.event("run.start", resumed=resumed, policy=ctx.policy.describe(), gpu_unavailable=missing)
+
+
+def summary_table(summary: RunSummary, folder: RunFolder) -> str:
+    rows = [("turn", "status", "outcome", "speedup", "targets", "tokens", "model s", "eval s")]
+    for r in summary.per_turn:
+        rows.append(
+            (
+                str(r.turn),
+                r.status.value,
+                r.outcome.value,
+                f"{r.speedup:.3f}×" if r.speedup is not None else "-",
+                {True: "met", False: "missed", None: "-"}[r.targets_met],
+                f"{r.prompt_tokens + r.completion_tokens:,}",
+                f"{r.model_seconds:.1f}",
+                f"{r.eval_seconds:.1f}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    best, speedup = summary.best_turn, summary.best_speedup
+    stop = summary.stop_reason.value if summary.stop_reason else None
+    lines += [
+        "",
+        f"outcome: {summary.outcome.value}  best turn: {best if best is not None else '-'}  "
+        f"best speedup: {f'{speedup:.3f}×' if speedup is not None else '-'}  stop: {stop}",
+        f"run folder: {folder.path}",
+    ]
+    return "\n".join(lines)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

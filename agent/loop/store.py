@@ -1,0 +1,149 @@
+"""The run folder (DESIGN.md's contract), the only thing scoring, replay, reports and SFT export read.
+
+runs/<run_id>/
+  config.json        the run's settings (never secrets) and format version
+  trajectory.jsonl   one Turn per line, appended and flushed as each turn ends
+  summary.json       outcome, best attempt, metrics; rewritten after each turn
+  events.log         structured log (JSON lines)
+  checkpoints.sqlite the repair loop's LangGraph checkpoints (thread id = run id), for resume=RUN_ID
+  attempts/          turn_NN.response.md (the answer) and turn_NN.feedback.md (what the loop told the model
+                     about it); turn_NN.ptx or .cu and turn_NN.launch.json when a solution was extracted
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.cli import ConfigError
+from tools.schema import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
+
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class RunFolderError(ConfigError):
+    """A run id or folder we refuse or cannot read; the message says why (a usage error: exit 2)."""
+
+
+def check_run_id(run_id: str) -> str:
+    """A run id is one path component of letters, digits, '.', '_' and '-' (so it stays under runs_dir)."""
+    if not RUN_ID.match(run_id) or run_id in (".", ".."):
+        raise RunFolderError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
+    return run_id
+
+
+def new_run_id(task: str, arch: str) -> str:
+    return check_run_id(f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{task}-{arch}-{secrets.token_hex(3)}")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class RunFolder:
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def create(cls, runs_dir: Path, run_id: str, config: dict[str, Any]) -> RunFolder:
+        path = Path(runs_dir) / check_run_id(run_id)
+        if path.exists():
+            raise RunFolderError(f"run folder {path} already exists (use resume={run_id} to continue it)")
+        (path / "attempts").mkdir(parents=True)
+        folder = cls(path)
+        _write_atomic(path / "config.json", json.dumps({"format_version": TRAJECTORY_FORMAT, **config}, indent=2))
+        (path / "trajectory.jsonl").touch()
+        return folder
+
+    @classmethod
+    def open(cls, runs_dir: Path | None, run_id_or_path: str | Path) -> RunFolder:
+        """An existing run, by id under `runs_dir`, or by its folder's path."""
+        given = Path(run_id_or_path)
+        if runs_dir is not None and given.name == str(run_id_or_path):
+            path = Path(runs_dir) / check_run_id(str(run_id_or_path))
+        else:
+            path = given
+        if not (path / "config.json").is_file():
+            raise RunFolderError(f"{path} is not a run folder (no config.json)")
+        return cls(path)
+
+    @property
+    def run_id(self) -> str:
+        return self.path.name
+
+    @property
+    def events_path(self) -> Path:
+        return self.path / "events.log"
+
+    @property
+    def checkpoints_path(self) -> Path:
+        return self.path / "checkpoints.sqlite"
+
+    def config(self) -> RunConfig:
+        return RunConfig.model_validate_json((self.path / "config.json").read_text())
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        """Replace the settings (a resumed run that changed its limits records the new ones)."""
+        _write_atomic(self.path / "config.json", json.dumps({"format_version": TRAJECTORY_FORMAT, **config}, indent=2))
+
+    def summary(self) -> RunSummary | None:
+        p = self.path / "summary.json"
+        return RunSummary.model_validate_json(p.read_text()) if p.is_file() else None
+
+    def write_summary(self, summary: RunSummary) -> None:
+        _write_atomic(self.path / "summary.json", summary.model_dump_json(indent=2))
+
+    def append_turn(self, turn: Turn) -> None:
+        """Write the turn's attempt files, then its line; the line is flushed to disk before returning."""
+        stem = self.path / "attempts" / f"turn_{turn.index:02d}"
+        stem.with_suffix(".response.md").write_text(turn.response)
+        if turn.feedback is not None:
+            stem.with_suffix(".feedback.md").write_text(turn.feedback)
+        if turn.solution is not None:
+            suffix = ".ptx" if turn.solution.language == "ptx" else ".cu"
+            stem.with_suffix(suffix).write_text(turn.solution.source)
+            stem.with_suffix(".launch.json").write_text(turn.solution.launch.model_dump_json(indent=2))
+        with open(self.path / "trajectory.jsonl", "a") as f:
+            f.write(turn.model_dump_json() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def turns(self) -> list[Turn]:
+        """Every finished turn; a torn last line (a run killed mid-write) is ignored."""
+        p = self.path / "trajectory.jsonl"
+        if not p.is_file():
+            return []
+        lines = p.read_text().splitlines()
+        turns = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                turns.append(Turn.model_validate_json(line))
+            except ValueError as e:
+                if number == len(lines):
+                    break
+                raise RunFolderError(f"{p}, line {number}: not a turn ({e})") from None
+        return turns
+
+    def trajectory(self) -> Trajectory:
+        return Trajectory(run_id=self.run_id, config=self.config(), turns=self.turns(), summary=self.summary())
+
+
+def find_runs(paths: list[Path]) -> list[RunFolder]:
+    """Run folders at or below each path (a run folder, a bench folder, a runs dir), sorted by path."""
+    found = set()
+    for root in paths:
+        root = Path(root)
+        if (root / "config.json").is_file() and (root / "trajectory.jsonl").exists():
+            found.add(root)
+        else:
+            found |= {p.parent for p in root.rglob("trajectory.jsonl") if (p.parent / "config.json").is_file()}
+    return [RunFolder(p) for p in sorted(found)]

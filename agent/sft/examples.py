@@ -1,0 +1,192 @@
+"""Run folders → candidate SFT examples in the chat format: fix-it pairs (a failed attempt, its feedback,
+the passing attempt that followed) and kernel-generation examples (a passing attempt), each with where it
+came from. Prompts are taken from the recorded turns, word for word, never re-rendered: the data is what
+the model saw.
+
+A fix-it pair is a passed turn whose previous attempt failed: the turn before it in the same run, or, for
+the first turn of a seeded run (agent.mine_repairs), the seed's attempt from another model. Its messages
+are the recorded turn's own: system, task prompt, the failed attempt and its feedback (the last two
+messages it was sent), then the passing answer. Earlier turns of a full-history run are left out: the
+pair teaches repairing one attempt from its feedback. `unverified` (GPU stages skipped) is not a failure:
+the attempt may have been right, so it never starts a pair.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from agent.loop.store import RunFolder
+from agent.loop.tokens import count_messages
+from tools.answer import AnswerError, extract_solution
+from tools.schema import Message, PolicyRecord, RunConfig, Status, Trajectory, Turn
+
+Kind = Literal["fixit", "kernelgen"]
+KINDS: tuple[Kind, ...] = ("fixit", "kernelgen")
+FAILED = frozenset(Status) - {Status.PASSED, Status.UNVERIFIED}
+_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One attempt: the run and turn that recorded it, and the model that wrote it."""
+
+    run_id: str
+    turn: int
+    model: str
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training conversation and what the filters and the data card need to know about it."""
+
+    id: str
+    kind: Kind
+    task: str
+    arch: str
+    messages: list[dict[str, Any]]
+    answer: Origin  # the attempt that carries the loss
+    wrong: Origin | None  # fixit: the failed attempt it repairs
+    error_class: str | None  # fixit: the failed attempt's status
+    speedup: float | None
+    targets_met: bool | None
+    dedup_key: str
+    tokens: int
+
+    @property
+    def mined(self) -> bool:
+        """A teacher's repair of another run's attempt (agent.mine_repairs), not a model fixing its own."""
+        return self.wrong is not None and self.wrong.run_id != self.answer.run_id
+
+    def line(self) -> dict[str, Any]:
+        """The JSONL object: `messages` for the trainer, `metadata` for people and analysis."""
+        return {
+            "messages": self.messages,
+            "metadata": {
+                "id": self.id,
+                "format": self.kind,
+                "task": self.task,
+                "arch": self.arch,
+                "error_class": self.error_class,
+                "speedup": self.speedup,
+                "targets_met": self.targets_met,
+                "tokens": self.tokens,
+                "answer": vars(self.answer),
+                "wrong": vars(self.wrong) if self.wrong else None,
+                "mined": self.mined,
+            },
+        }
+
+
+def normalize_source(source: str) -> str:
+    """PTX or CUDA with comments and all whitespace removed: two answers that differ only there are one."""
+    return _SPACE.sub("", _COMMENTS.sub("", source))
+
+
+def answer_key(text: str) -> str:
+    """What makes an answer distinct: its language, normalised source and launch spec, or, when it holds
+    no solution, its text without whitespace."""
+    try:
+        solution = extract_solution(text)
+    except AnswerError:
+        return "text:" + _SPACE.sub("", text)
+    return f"{solution.language}:{normalize_source(solution.source)}:{solution.launch.model_dump_json()}"
+
+
+def with_reasoning(turn: Turn) -> str:
+    """The answer as the trained model should write it: the recorded reasoning, if any, in <think> tags."""
+    if turn.reasoning and turn.reasoning.strip():
+        return f"<think>\n{turn.reasoning.strip()}\n</think>\n\n{turn.response}"
+    return turn.response
+
+
+def examples(trajectory: Trajectory, kind: Kind) -> list[Example]:
+    """Every candidate of `kind` in one run, before any filter."""
+    config = trajectory.config
+    model = config.llm.model_name
+    seed = config.seed_attempt
+    previous = None
+    if seed is not None:
+        seed_model = PolicyRecord.model_validate(seed.get("llm") or {}).model_name
+        previous = Origin(seed["run_id"], seed["turn"], seed_model), seed["status"]
+    found = []
+    for turn in trajectory.turns:
+        here = Origin(trajectory.run_id, turn.index, model)
+        if turn.evaluation.status is Status.PASSED:
+            if kind == "kernelgen":
+                found.append(_kernelgen(config, turn, here))
+            elif previous is not None and previous[1] in FAILED and _has_feedback_turn(turn):
+                found.append(_fixit(config, turn, here, *previous))
+        previous = here, turn.evaluation.status.value
+    return found
+
+
+def collect(folders: list[RunFolder], kind: Kind) -> tuple[list[Example], list[str]]:
+    """Candidates from every run folder, ordered by task, arch and id; and the folders that could not be
+    read, each with why."""
+    found: list[Example] = []
+    skipped = []
+    for folder in folders:
+        try:
+            found += examples(folder.trajectory(), kind)
+        except (OSError, ValueError, KeyError) as e:  # RunFolderError and pydantic's are ValueErrors
+            skipped.append(f"{folder.path}: {e}")
+    return sorted(found, key=lambda e: (e.task, e.arch, e.id)), skipped
+
+
+def _has_feedback_turn(turn: Turn) -> bool:
+    """The turn was sent an earlier answer and its feedback (its last two messages) after the prompts."""
+    roles = [m.role for m in turn.messages]
+    return len(roles) >= 4 and roles[:2] == ["system", "user"] and roles[-2:] == ["assistant", "user"]
+
+
+def _fixit(config: RunConfig, turn: Turn, answer: Origin, wrong: Origin, status: str) -> Example:
+    sent = turn.messages
+    messages = [
+        {"role": "system", "content": sent[0].content},
+        {"role": "user", "content": sent[1].content},
+        {"role": "assistant", "content": sent[-2].content, "weight": 0},
+        {"role": "user", "content": sent[-1].content},
+        {"role": "assistant", "content": with_reasoning(turn), "weight": 1},
+    ]
+    key = f"{answer_key(sent[-2].content)}|{answer_key(turn.response)}"
+    return _example("fixit", config, turn, messages, answer, wrong, status, key)
+
+
+def _kernelgen(config: RunConfig, turn: Turn, answer: Origin) -> Example:
+    sent = turn.messages
+    messages = [
+        {"role": "system", "content": sent[0].content},
+        {"role": "user", "content": sent[1].content},
+        {"role": "assistant", "content": with_reasoning(turn), "weight": 1},
+    ]
+    return _example("kernelgen", config, turn, messages, answer, None, None, answer_key(turn.response))
+
+
+def _example(
+    kind: Kind,
+    config: RunConfig,
+    turn: Turn,
+    messages: list[dict[str, Any]],
+    answer: Origin,
+    wrong: Origin | None,
+    error_class: str | None,
+    key: str,
+) -> Example:
+    task, arch = config.task, config.arch
+    return Example(
+        id=f"{answer.run_id}/turn_{answer.turn:02d}",
+        kind=kind,
+        task=task,
+        arch=arch,
+        messages=messages,
+        answer=answer,
+        wrong=wrong,
+        error_class=error_class,
+        speedup=turn.evaluation.speedup,
+        targets_met=turn.evaluation.targets_met,
+        dedup_key=f"{task}|{arch}|{key}",
+        tokens=count_messages([Message(role=m["role"], content=m["content"]) for m in messages]),
+    )

@@ -1,0 +1,211 @@
+"""`python -m agent.bench`: planning and settings, the progress bar, and whole benches with scripted
+answers and the real ptxas (eval.gpu=false), in process and as a subprocess killed mid-run and continued."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agent.bench.__main__ import main
+from agent.bench.plan import load, plan, resolve_archs, resolve_tasks
+from agent.bench.progress import Progress
+from agent.cli import ConfigError
+from agent.loop.store import RunFolder
+from tasks.catalog import CORE, TASKS
+from tests.agent.helpers import fixture_text, write_script
+
+REPO = Path(__file__).resolve().parents[3]
+GEMM = "gemm_n7168_k5120"
+
+# ------------------------------------------------------------------------------------------ planning
+
+
+def test_tasks_and_archs_resolve_names_aliases_and_groups() -> None:
+    assert resolve_tasks("core") == CORE
+    assert resolve_tasks("gemm, attn_fwd,core") == CORE  # aliases resolved, duplicates dropped, order kept
+    assert resolve_tasks("all") == list(TASKS)
+    assert resolve_archs("h100,sm_90a,b200") == ["sm_90a", "sm_100a"]
+    assert resolve_archs("all") == ["sm_90a", "sm_100a"]
+    with pytest.raises(ConfigError, match=r"unknown task 'gemmm'.*groups: core, all"):
+        resolve_tasks("gemmm")
+    with pytest.raises(ConfigError, match="unknown arch 'sm_80'"):
+        resolve_archs("sm_80")
+
+
+def test_plan_is_deterministic() -> None:
+    bench = plan("b", [GEMM, "mha_fwd_d128"], ["sm_90a"], 2, 4, ["single", "multi"], {"llm": "reference"})
+    again = plan("b", [GEMM, "mha_fwd_d128"], ["sm_90a"], 2, 4, ["single", "multi"], {"llm": "reference"})
+    assert bench.runs == again.runs
+    assert [r.run_id for r in bench.runs[:4]] == [
+        f"{GEMM}-sm_90a-single-s00",
+        f"{GEMM}-sm_90a-single-s01",
+        f"{GEMM}-sm_90a-multi-s00",
+        f"{GEMM}-sm_90a-multi-s01",
+    ]
+    assert [r.max_turns for r in bench.runs[:4]] == [1, 1, 4, 4]
+    assert len(bench.runs) == 8
+    assert bench.run_argv(bench.runs[2], Path("/b")) == [
+        "llm=reference", f"task={GEMM}", "arch=sm_90a", "max_turns=4", f"run_id={GEMM}-sm_90a-multi-s00",
+        "runs_dir=/b",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["archs=h100"], "tasks= required"),
+        (["tasks=gemm", "archs=h100", "task=gemm"], "task cannot be set for a bench: use tasks="),
+        (["tasks=gemm", "archs=h100", "eval.device=1"], "eval.device cannot be set for a bench"),
+        (["tasks=gemm", "archs=h100", "max_turns=1"], "mode multi needs max_turns ≥ 2"),
+        (["tasks=gemm", "archs=h100", "modes=double"], "unknown mode double"),
+        (["tasks=gemm", "archs=h100", "samples=0"], "samples must be a whole number ≥ 1 (got '0')"),
+        (["tasks=gemm", "archs=h100", "concurrency=many"], "concurrency must be a whole number"),
+        (["tasks=gemm", "archs=h100", "llm=openai"], "llm=openai needs llm.model=NAME"),
+        (["tasks=gemm", "archs=h100", "max_turn=3"], "unknown key max_turn; did you mean max_turns?"),
+        (["tasks=gemmm", "archs=h100"], "unknown task 'gemmm'"),
+        (["tasks=gemm", "archs=h100", "bench_id=../up"], "invalid run id '../up'"),
+        (["resume=nosuch"], "is not a bench folder (no bench.json)"),
+        (["resume=b", "samples=3"], "a resumed bench cannot change samples"),
+    ],
+)
+def test_configuration_errors(args: list[str], message: str, runs_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([*args, f"runs_dir={runs_dir}"]) == 2
+    assert message in capsys.readouterr().err
+    assert not runs_dir.exists()  # nothing written
+
+
+def test_a_missing_reference_solution_fails_before_any_run(
+    runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    import tasks.solutions
+
+    monkeypatch.setattr(tasks.solutions, "ROOT", tmp_path)
+    assert main(["tasks=gemm", "archs=h100", "llm=reference", f"runs_dir={runs_dir}"]) == 2
+    assert f"no reference solution for {GEMM} on sm_90a" in capsys.readouterr().err
+    assert not runs_dir.exists()
+
+
+# ------------------------------------------------------------------------------------------ progress
+
+
+def test_progress_lines_off_a_terminal() -> None:
+    stream = io.StringIO()
+    progress = Progress("b1", 4, Counter({"solved": 1}), stream)
+    progress.start()
+    progress.finish("error")
+    progress.start()
+    progress.draw()  # the clock alone: no line off a terminal
+    assert stream.getvalue().splitlines() == [
+        "b1 [############------------] 2/4  solved 1 · error 1  | 0 running | 0:00"
+    ]
+    progress.finish("unverified")
+    assert stream.getvalue().splitlines()[-1].startswith("b1 [##################------] 3/4  solved 1 · unverified 1")
+
+
+# ------------------------------------------------------------------------------------ whole benches
+
+
+def statuses(bench_dir: Path) -> dict[str, list[str]]:
+    return {
+        p.name: [t.evaluation.status.value for t in RunFolder(p).turns()]
+        for p in sorted(bench_dir.iterdir())
+        if p.is_dir()
+    }
+
+
+def test_bench_in_process_then_rerun(tmp_path: Path, runs_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    script = write_script(tmp_path / "script.json", [fixture_text("fill_typo.md"), fixture_text("fill_ok.md")])
+    args = ["tasks=gemm", "archs=h100", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
+            "concurrency=3", "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=b"]  # fmt: skip
+    bench_dir = runs_dir / "b"
+    stale = bench_dir / f"{GEMM}-sm_90a-multi-s01"  # killed before its first checkpoint: started over
+    stale.mkdir(parents=True)
+    (stale / "config.json").write_text("{}")
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert statuses(bench_dir) == {
+        f"{GEMM}-sm_90a-multi-s00": ["compile_error", "unverified"],
+        f"{GEMM}-sm_90a-multi-s01": ["compile_error", "unverified"],
+        f"{GEMM}-sm_90a-single-s00": ["compile_error"],
+        f"{GEMM}-sm_90a-single-s01": ["compile_error"],
+    }
+    assert "b: 4 runs, 0 finished earlier; 3 at a time; GPU stages skipped: turned off (eval.gpu=false)" in err
+    assert "4/4  unverified 2 · failed 2" in err  # a run's outcome: its best turn
+    assert "| scripted | sm_90a | multi  | 2       | 2    | 0%      |" in out
+    assert f"bench folder: {bench_dir}" in out
+    bench = load(bench_dir)
+    assert (bench.samples, bench.max_turns, bench.modes, len(bench.runs)) == (2, 2, ["single", "multi"], 4)
+    assert bench.solve == {"llm": "scripted", "llm.path": str(script), "eval.gpu": "false"}
+
+    written = {p: p.stat().st_mtime_ns for p in bench_dir.glob("*/trajectory.jsonl")}
+    assert main(args) == 0  # the same command: nothing left to run
+    assert "b: 4 runs, 4 finished earlier\n" in capsys.readouterr().err
+    assert {p: p.stat().st_mtime_ns for p in bench_dir.glob("*/trajectory.jsonl")} == written
+
+    assert main([a if a != "samples=2" else "samples=3" for a in args]) == 2
+    assert "holds a bench with other settings (samples: 2 (saved) vs 3 (now))" in capsys.readouterr().err
+
+
+def cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "agent.bench", *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def has_event(path: Path, name: str, **fields: object) -> bool:
+    if not path.is_file():
+        return False
+    for line in path.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("event") == name and all(event.get(k) == v for k, v in fields.items()):
+            return True
+    return False
+
+
+def test_bench_killed_then_continued(tmp_path: Path, runs_dir: Path) -> None:
+    """SIGKILL while the first repair run waits for its second answer: the single-shot runs had finished
+    and are skipped; the killed run resumes from its checkpoint; the last one starts."""
+    script = write_script(
+        tmp_path / "script.json", [fixture_text("fill_typo.md"), {"text": fixture_text("fill_ok.md"), "delay_s": 1.5}]
+    )
+    proc = cli("tasks=gemm", "archs=sm_90a", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
+               "concurrency=1", "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=killed")  # fmt: skip
+    bench_dir = runs_dir / "killed"
+    events = bench_dir / f"{GEMM}-sm_90a-multi-s00" / "events.log"
+    deadline = time.monotonic() + 60
+    while not has_event(events, "turn.start", turn=2):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "the first repair run never reached turn 2"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    singles = {p: p.stat().st_mtime_ns for p in bench_dir.glob("*-single-*/trajectory.jsonl")}
+    assert len(singles) == 2
+    assert statuses(bench_dir)[f"{GEMM}-sm_90a-multi-s00"] == ["compile_error"]
+
+    proc = cli("resume=killed", f"runs_dir={runs_dir}")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "killed: 4 runs, 2 finished earlier" in err
+    assert {p: p.stat().st_mtime_ns for p in bench_dir.glob("*-single-*/trajectory.jsonl")} == singles
+    assert has_event(events, "run.resume")
+    assert set(map(tuple, statuses(bench_dir).values())) == {("compile_error",), ("compile_error", "unverified")}
+    folder = RunFolder(bench_dir / f"{GEMM}-sm_90a-multi-s00")
+    assert [t.index for t in folder.turns()] == [1, 2] and folder.summary().stop_reason == "max_turns"

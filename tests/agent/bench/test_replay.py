@@ -1,0 +1,124 @@
+"""`python -m agent.replay` on the fixture run whose attempts carry real solutions (fill kernels, compiled
+by the real ptxas): without a GPU here, and with a scripted GPU that disagrees with the recording.
+
+Recorded (tests/fixtures/runs/make_runs.py, write_replay): 1 compile_error · 2 passed 1.07× · 3 no answer
+· 4 passed 0.5× · 5 mismatch, the GPU verdicts on an H100."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.bench.replay import flag, replay
+from agent.loop.store import RunFolder
+from agent.replay import main
+from tasks.schema import Arch
+from tests.fixtures.runs import make_runs
+from tools.gpu.base import GpuOutcome
+from tools.schema import StageResult, StageState, Status
+
+RUN = Path(make_runs.__file__).parent / "replay" / "gemm-replay"
+
+
+class ScriptedGpu:
+    """Stands in for a GpuService: answers each evaluation with the next scripted outcome."""
+
+    def __init__(self, outcomes: list[GpuOutcome]):
+        self.outcomes = outcomes
+        self.calls = 0
+
+    def unavailable_reason(self, arch: Arch) -> str | None:
+        return None
+
+    def device_info(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+    def evaluate(self, task, arch, module, options) -> GpuOutcome:
+        assert module.cubin and module.plan.launches  # the static stages ran for real
+        self.calls += 1
+        return self.outcomes.pop(0)
+
+
+def gpu_outcome(status: Status, speedup: float | None = None) -> GpuOutcome:
+    check = StageState.PASSED if status is Status.PASSED else StageState.FAILED
+    stages = [StageResult(name="run", state=StageState.PASSED), StageResult(name="check", state=check)]
+    metrics = {"speedup": speedup, "kernel_ms": 0.749 / speedup, "baseline_ms": 0.749} if speedup else {}
+    if speedup:
+        stages.append(StageResult(name="time", state=StageState.PASSED))
+    return GpuOutcome(status=status, message=status.value, stages=stages, metrics=metrics, device="NVIDIA H200")
+
+
+def test_divergences_against_a_scripted_gpu() -> None:
+    gpu = ScriptedGpu([
+        gpu_outcome(Status.MISMATCH),  # turn 2: passed on the H100, wrong here
+        gpu_outcome(Status.PASSED, 0.8),  # turn 4: 0.5× → 0.8×, ×1.6
+        gpu_outcome(Status.MISMATCH),  # turn 5: as recorded
+    ])  # fmt: skip
+    rows = replay(RunFolder(RUN).trajectory(), gpu)
+    assert gpu.calls == 3  # turn 1 failed to compile again; turn 3 had no solution
+    assert [(r.turn, r.recorded.status, r.now.status, r.flag) for r in rows] == [
+        (1, "compile_error", "compile_error", ""),
+        (2, "passed", "mismatch", "DIVERGED"),
+        (4, "passed", "passed", "speedup moved ×1.60"),
+        (5, "mismatch", "mismatch", ""),
+    ]
+    assert rows[1].recorded.device == "NVIDIA H100 80GB HBM3" and rows[1].now.device == "NVIDIA H200"
+    assert rows[2].now.speedup == 0.8
+
+
+def test_cli_without_a_gpu(capsys: pytest.CaptureFixture) -> None:
+    assert main([str(RUN), "--device", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "replay gemm-replay (gemm_n7168_k5120 on sm_90a): 4 attempts with a solution, 1 without" in out
+    assert "GPU stages: skipped (" in out
+    row = "| 2    | passed        | 1.070×  | NVIDIA H100 80GB HBM3 | unverified    | -       | -      |"
+    assert row + " not verified here |" in out
+    assert "3 not verified here" in out
+
+
+def test_cli_json(capsys: pytest.CaptureFixture) -> None:
+    assert main([str(RUN.parent), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["turn"] for r in rows] == [1, 2, 4, 5]
+    assert rows[1] == {
+        "run_id": "gemm-replay",
+        "turn": 2,
+        "recorded": {"status": "passed", "speedup": 1.07, "device": "NVIDIA H100 80GB HBM3"},
+        "now": {"status": "unverified", "speedup": None, "device": None},
+        "flag": "not verified here",
+    }
+
+
+def test_cli_without_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main([str(tmp_path)]) == 2
+    assert "no run folders under" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("recorded", "now", "expected"),
+    [
+        ("P1.0T", "P1.05T", ""),  # within 10%
+        ("P1.0T", "P1.2T", "speedup moved ×1.20"),
+        ("P1.0T", "P0.8T", "speedup moved ×0.80"),
+        ("P1.0T", "MM", "DIVERGED"),
+        ("MM", "P1.0T", "DIVERGED"),
+        ("P1.0T", "CE", "DIVERGED"),  # today's toolchain refuses a kernel that passed
+        ("P1.0T", "UV", "not verified here"),
+        ("MM", "UV", "not verified here"),
+        ("UV", "P1.0T", "verified here"),
+        ("UV", "MM", "verified here"),
+        ("CE", "UV", "status changed"),
+        ("MM", "TO", "status changed"),
+        ("MM", "MM", ""),
+    ],
+)
+def test_flag(recorded: str, now: str, expected: str) -> None:
+    def evaluation(code: str):
+        return make_runs.evaluation(make_runs.GEMM, code)
+
+    assert flag(evaluation(recorded), evaluation(now)) == expected

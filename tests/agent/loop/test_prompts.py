@@ -1,0 +1,152 @@
+"""The prompt templates render for every task, arch and status; the worked examples and the knowledge
+packs' PTX are checked by the real harness code and by ptxas."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from agent.loop.conversation import build_messages
+from agent.loop.feedback import cut, feedback_message
+from agent.loop.prompts import load, reference_source, system_prompt, task_prompt, toolchain
+from agent.loop.tokens import count_messages, count_text
+from tasks.catalog import TASKS, get_task
+from tasks.schema import Arch
+from tests.agent.helpers import FIXTURES
+from tools import ptx as ptx_text
+from tools import sass
+from tools.abi import check_abi
+from tools.answer import extract_solution
+from tools.assemble import compile_ptx
+from tools.plan import plan_launches
+from tools.schema import Evaluation, Stage, StageResult, StageState, Status
+
+PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_]")
+
+
+@pytest.mark.parametrize("arch", list(Arch))
+def test_system_prompt(arch: Arch) -> None:
+    text = system_prompt(arch)
+    assert not PLACEHOLDER.search(text)
+    assert f".target {arch}" in text and "ptxas 13.0" in text and "up to 9.0" in text
+    mma = "wgmma.mma_async" if arch is Arch.SM_90A else "tcgen05.mma.cta_group::1.kind::f16"
+    assert mma in text and "mbarrier.try_wait.parity" in text and "setmaxnreg" in text
+
+
+def test_toolchain_is_asked_of_ptxas() -> None:
+    assert toolchain().max_ptx_version == "9.0"  # ptxas 13.0 refuses anything newer (FACTS.md)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("arch", list(Arch))
+def test_task_prompt(name: str, arch: Arch) -> None:
+    task = get_task(name)
+    text = task_prompt(task, arch, trials=3, target_speedup=1.0, max_turns=8)
+    assert not PLACEHOLDER.search(text)
+    assert f"def {task.reference}(" in text  # the reference code itself
+    assert task.baseline.description in text
+    for group in task.targets[arch]:
+        assert f"`{group.name}`" in text
+    for tensor in task.tensors:
+        assert f"| {tensor.name} | {tensor.role} | {tensor.dtype} |" in text
+
+
+def test_reference_source_brings_its_helpers() -> None:
+    source = reference_source(get_task("attn_bwd"))
+    assert source.index("def _scores(") < source.index("def attention_forward(")
+    assert source.index("def attention_backward_inputs(") < source.index("def attention_backward(")
+
+
+@pytest.mark.parametrize("family", ["gemm", "attention_fwd", "attention_bwd"])
+def test_worked_examples_plan_and_match_their_entries(family: str) -> None:
+    """Each example's launch spec plans on every task of its family and matches its own .entry lists."""
+    example = load(f"examples/{family}.md")
+    spec = extract_solution(example).launch
+    declared = example.split("```ptx\n", 1)[1].split("```", 1)[0]
+    entries = {}
+    for chunk in declared.split(".visible .entry")[1:]:
+        entries |= ptx_text.entries(".visible .entry" + chunk + "{\n}\n")
+    tasks = [t for t in TASKS.values() if t.family == family]
+    assert tasks
+    for task in tasks:
+        for arch in Arch:
+            plan_launches(spec, task, arch)
+            assert check_abi(spec, entries, arch, task.dims) == []
+
+
+@pytest.mark.parametrize(
+    ("arch", "expected"),
+    [
+        (Arch.SM_90A, {"HGMMA", "UTMALDG", "UTMASTG", "USETMAXREG", "SYNCS"}),
+        (Arch.SM_100A, {"UTCHMMA", "LDTM", "STTM", "UTCBAR", "UTCATOMSWS"}),
+    ],
+)
+def test_knowledge_pack_ptx_assembles(arch: Arch, expected: set[str]) -> None:
+    """The syntax the packs teach, written out in a module, assembles and yields the target opcodes."""
+    compiled = compile_ptx((FIXTURES / f"knowledge_{arch}.ptx").read_text(), arch)
+    assert compiled.ok, compiled.message()
+    assert not [d for d in compiled.diagnostics if "setmaxnreg" in d.message]  # not ignored (C7508)
+    opcodes = {op.split(".")[0] for ops in sass.full_opcodes(sass.disassemble(compiled.cubin)).values() for op in ops}
+    assert expected <= opcodes
+
+
+def evaluation(status: Status, **fields) -> Evaluation:
+    recorded = json.loads((FIXTURES / "evaluations.json").read_text())
+    if status.value in recorded:
+        return Evaluation.model_validate(recorded[status.value])
+    failing = {
+        Status.EXTRACT_ERROR: Stage.EXTRACT, Status.COMPILE_ERROR: Stage.COMPILE, Status.ABI_ERROR: Stage.ABI,
+        Status.LAUNCH_ERROR: Stage.RUN, Status.RUNTIME_ERROR: Stage.RUN,
+    }  # fmt: skip
+    if status is Status.PASSED:
+        return Evaluation.model_validate(recorded["passed_fast"])
+    if status is Status.UNVERIFIED:
+        stages = [StageResult(name=Stage.RUN, state=StageState.SKIPPED, message="no GPU here")]
+    else:
+        stages = [StageResult(name=failing[status], state=StageState.FAILED, message=f"{status.value} detail")]
+    return Evaluation(task="gemm_n7168_k5120", arch=Arch.SM_90A, status=status, stages=stages, **fields)
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_feedback_renders_for_every_status(status: Status) -> None:
+    text = feedback_message(evaluation(status), get_task("gemm"), Arch.SM_90A, turn=2, max_turns=8, target_speedup=1.0)
+    assert text.startswith(f"Turn 2 of 8: {status.value}.")
+    assert "6 turns left." in text
+    assert not PLACEHOLDER.search(text)
+
+
+def test_feedback_content() -> None:
+    task = get_task("gemm")
+    passed = feedback_message(evaluation(Status.PASSED), task, Arch.SM_90A, turn=1, max_turns=1, target_speedup=1.0)
+    assert "| your kernel | 0.7000 | 859 |" in passed and "| cuBLAS baseline | 0.7490 | 803 |" in passed
+    assert "Speedup: 1.070× the baseline." in passed
+    assert "- wgmma executed: 32,768 (required)" in passed
+    assert "Solved: correct, targets executed, and fast enough." in passed
+    assert "That was the last turn." in passed
+    timeout = feedback_message(evaluation(Status.TIMEOUT), task, Arch.SM_90A, turn=1, max_turns=3, target_speedup=1)
+    assert "no result within 120 s: a hang" in timeout
+    unverified = feedback_message(
+        evaluation(Status.UNVERIFIED), task, Arch.SM_90A, turn=1, max_turns=3, target_speedup=1
+    )
+    assert "not be run here: no GPU here" in unverified
+
+
+def test_cut_marks_what_it_removes() -> None:
+    text = "".join(f"line {i}\n" for i in range(2000))
+    short = cut(text, 1000)
+    assert len(short) < 1100
+    assert short.startswith("line 0\n") and short.endswith("line 1999\n")
+    assert re.search(r"\[… [\d,]+ characters cut …\]", short)
+    assert cut("short", 1000) == "short"
+
+
+def test_messages_and_tokens() -> None:
+    history = [{"turn": 1, "response": "", "feedback": "f1"}, {"turn": 2, "response": "r2", "feedback": "f2"}]
+    full = build_messages("sys", "task", history, "full")
+    assert [m.content for m in full] == ["sys", "task", "(empty answer)", "f1", "r2", "f2"]
+    assert [m.content for m in build_messages("sys", "task", history, "last")] == ["sys", "task", "r2", "f2"]
+    assert count_text("hello world") == 2
+    assert count_messages(full) == sum(count_text(m.content) + 4 for m in full) + 2
+    assert count_text("<|endoftext|>") > 1  # special tokens in a model's text are counted, not refused

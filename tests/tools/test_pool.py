@@ -1,0 +1,128 @@
+"""The local evaluation pool's dispatch, with stand-in GPU services: the least busy GPU of the arch, one
+evaluation at a time per GPU, the pipeline's GPU stages through it, and an interrupted evaluation that is
+never taken for a verdict."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks.catalog import get_task
+from tasks.schema import Arch
+from tools.gpu.base import GpuOutcome
+from tools.gpu.devices import NoDevice, visible_count
+from tools.options import EvalOptions
+from tools.pipeline import PENDING, build, evaluation, extract, on_gpu
+from tools.pool.local import Interrupted, LocalPool
+from tools.schema import Stage, StageResult, StageState, Status
+
+FILL = (Path(__file__).parents[1] / "fixtures" / "agent" / "fill_ok.md").read_text()
+
+
+class FakeService:
+    """Stands in for a GpuService: one GPU of compute capability `cc`; counts overlapping evaluations."""
+
+    def __init__(self, name: str, cc: tuple[int, int] = (9, 0), hold_s: float = 0.0):
+        self.name, self.cc, self.hold_s = name, cc, hold_s
+        self.active = self.most_active = self.evaluations = self.closed = 0
+        self.on_evaluate = lambda: None
+
+    def unavailable_reason(self, arch: Arch) -> str | None:
+        return None if arch.compute_capability == self.cc else f"{self.name} cannot run {arch}"
+
+    def device_info(self) -> None:
+        return None
+
+    def evaluate(self, task, arch, module, options) -> GpuOutcome:
+        self.on_evaluate()
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        time.sleep(self.hold_s)
+        self.evaluations += 1
+        self.active -= 1
+        stages = [StageResult(name=n, state=StageState.PASSED) for n in ("run", "check")]
+        return GpuOutcome(
+            status=Status.PASSED, message="ok", stages=stages, metrics={"speedup": 1.25}, device=self.name
+        )
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def built(arch: Arch = Arch.SM_90A):
+    """The fill kernel's static record, built for the GEMM task on `arch` (real ptxas)."""
+    task = get_task("gemm")
+    answer = FILL.replace(".target sm_90a", f".target {arch}").replace(".version 8.0", ".version 8.6")
+    return task, build(extract(task, arch, answer=answer), task, arch, EvalOptions())
+
+
+def test_evaluations_go_to_the_least_busy_gpu_of_the_arch() -> None:
+    a, b, blackwell = FakeService("a", hold_s=0.3), FakeService("b", hold_s=0.3), FakeService("bw", cc=(10, 0))
+    pool = LocalPool([a, b, blackwell])  # type: ignore[list-item]
+    task, static = built()
+    first = threading.Thread(target=lambda: pool.evaluate(task, Arch.SM_90A, static.module, EvalOptions()))
+    first.start()
+    time.sleep(0.1)  # a is busy now
+    assert pool.evaluate(task, Arch.SM_90A, static.module, EvalOptions()).device == "b"
+    first.join()
+    assert (a.evaluations, b.evaluations, blackwell.evaluations) == (1, 1, 0)
+    assert pool.evaluate(task, Arch.SM_100A, static.module, EvalOptions()).device == "bw"
+    assert pool.unavailable_reason(Arch.SM_90A) is None
+    assert LocalPool([a]).unavailable_reason(Arch.SM_100A) == "a cannot run sm_100a"  # type: ignore[list-item]
+
+
+def test_one_evaluation_at_a_time_per_gpu() -> None:
+    gpus = [FakeService("a", hold_s=0.05), FakeService("b", hold_s=0.05)]
+    pool = LocalPool(gpus)  # type: ignore[arg-type]
+    task, static = built()
+    together = threading.Barrier(8)
+
+    def evaluate() -> None:
+        together.wait()
+        pool.evaluate(task, Arch.SM_90A, static.module, EvalOptions())
+
+    threads = [threading.Thread(target=evaluate) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [g.most_active for g in gpus] == [1, 1]
+    assert [g.evaluations for g in gpus] == [4, 4]  # queued to the least busy: evenly
+
+
+def test_the_pipeline_runs_its_gpu_stages_on_the_pool() -> None:
+    gpu = FakeService("NVIDIA H200")
+    pool = LocalPool([gpu])  # type: ignore[list-item]
+    task, static = built()
+    pending = evaluation(static, task, Arch.SM_90A)
+    assert pending.status is Status.UNVERIFIED and pending.stage(Stage.RUN).message == PENDING
+    full = on_gpu(static, task, Arch.SM_90A, EvalOptions(), pool)
+    assert (full.status, full.speedup, full.device) == (Status.PASSED, 1.25, "NVIDIA H200")
+    _, sm100 = built(Arch.SM_100A)
+    skipped = on_gpu(sm100, task, Arch.SM_100A, EvalOptions(), pool)
+    assert skipped.status is Status.UNVERIFIED and skipped.stage(Stage.RUN).message == "NVIDIA H200 cannot run sm_100a"
+    assert gpu.closed == 0
+    pool.close()
+    assert gpu.closed == 1
+
+
+def test_an_interrupted_evaluation_is_not_a_verdict() -> None:
+    gpu = FakeService("NVIDIA H200")
+    pool = LocalPool([gpu])  # type: ignore[list-item]
+    gpu.on_evaluate = pool.interrupt  # Ctrl-C while the kernel runs: the workers are stopped under it
+    task, static = built()
+    with pytest.raises(Interrupted):
+        on_gpu(static, task, Arch.SM_90A, EvalOptions(), pool)
+    assert gpu.closed == 1
+
+
+def test_pool_without_gpus_says_why() -> None:
+    assert LocalPool.open(use_gpu=False).unavailable_reason(Arch.SM_90A) == "turned off (eval.gpu=false)"
+    try:
+        visible_count()
+    except NoDevice as e:
+        pool = LocalPool.open(use_gpu=True)
+        assert pool.services == [] and pool.unavailable_reason(Arch.SM_90A) == str(e)

@@ -1,0 +1,75 @@
+"""What every GPU backend is: something that says whether it can run an arch, evaluates a compiled module's
+GPU stages (run → check → time → profile), and says what device it is. The local GPU service, the
+evaluation pools and `Unavailable` (no GPU here) implement it; the pipeline only ever sees this protocol."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tasks.schema import Arch, Task
+from tools.assemble import KernelResources
+from tools.gpu.devices import DeviceInfo
+from tools.options import EvalOptions
+from tools.plan import LaunchPlan
+from tools.schema import StageResult, Status
+
+
+class CompiledModule(BaseModel):
+    """What the GPU stages need of an attempt whose static stages passed. Plain data (the cubin travels as
+    base64 in JSON), so it can sit in a checkpoint or cross to a GPU host."""
+
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+    language: str = Field(description="'ptx' or 'cuda': what the answer was written in.")
+    ptx: str = Field(description="The PTX ptxas assembled (NVRTC's output for CUDA), for diagnostics.", repr=False)
+    cubin: bytes = Field(repr=False)
+    plan: LaunchPlan
+    kernels: list[KernelResources] = Field(default_factory=list)
+
+
+class GpuOutcome(BaseModel):
+    """What the GPU stages add to an Evaluation."""
+
+    status: Status
+    message: str
+    stages: list[StageResult]
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    device: str | None = Field(None, description="The GPU's name, when the stages ran on one.")
+
+
+class Gpu(Protocol):
+    def unavailable_reason(self, arch: Arch) -> str | None:
+        """Why the GPU stages of an `arch` solution cannot run here, or None when they can."""
+        ...
+
+    def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
+        """The GPU stages; call only when unavailable_reason(arch) is None."""
+        ...
+
+    def device_info(self) -> DeviceInfo | None:
+        """The device this backend runs on (None when it has none, or several)."""
+        ...
+
+    def close(self) -> None:
+        """Stop the workers this backend started."""
+        ...
+
+
+class Unavailable:
+    """No GPU: every attempt's GPU stages are skipped with `reason`."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def unavailable_reason(self, arch: Arch) -> str:
+        return self.reason
+
+    def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
+        raise RuntimeError(f"no GPU: {self.reason}")
+
+    def device_info(self) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
