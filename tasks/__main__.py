@@ -1,28 +1,32 @@
-"""`python -m tasks`: the catalog as a table."""
+"""`python -m tasks`: the catalog, one block per task: its canonical name, aliases and former names, dims,
+work, baseline, and every input and output tensor with its shape and layout."""
+
+from __future__ import annotations
 
 from tasks.catalog import TARGETS, TASKS
 from tasks.expr import evaluate
-from tasks.schema import ARCH_ALIASES, Arch
+from tasks.schema import ARCH_ALIASES, Arch, Task
+
+
+def describe(task: Task) -> list[str]:
+    names = ", ".join([*(f"alias {a}" for a in task.aliases), *(f"formerly {f}" for f in task.former_names)])
+    seen = f", {task.baseline.h200_ms_seen:g} ms seen on an H200" if task.baseline.h200_ms_seen else ""
+    lines = [
+        f"{task.name}" + (f"  ({names})" if names else "") + f"  [definition v{task.version}]",
+        f"  dims {' '.join(f'{k}={v}' for k, v in task.dims.items())}; "
+        f"{evaluate(task.flops, task.dims) / 1e9:,.0f} GFLOP; baseline {task.baseline.library}{seen}",
+    ]
+    width = max(len(t.name) for t in task.tensors)
+    for t in task.tensors:
+        init = f", {t.init}" if t.init != "none" else ""
+        lines.append(f"  {t.role:<6} {t.name:<{width}} {t.dtype:<8} [{', '.join(t.shape)}]  {t.layout}{init}")
+    return lines
 
 
 def main() -> None:
-    rows = [("task", "aliases", "dims", "outputs", "GFLOP", "baseline", "H200 ms seen")]
-    for t in TASKS.values():
-        rows.append((
-            t.name,
-            ",".join(t.aliases) or "-",
-            " ".join(f"{k}={v}" for k, v in t.dims.items()),
-            ",".join(o.name for o in t.outputs),
-            f"{evaluate(t.flops, t.dims) / 1e9:,.0f}",
-            t.baseline.library,
-            f"{t.baseline.h200_ms_seen:.2f}" if t.baseline.h200_ms_seen else "-",
-        ))  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for i, r in enumerate(rows):
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
-    print("\narchs and their aliases:")
+    for task in TASKS.values():
+        print("\n".join(describe(task)) + "\n")
+    print("archs and their aliases:")
     for arch in Arch:
         aliases = ", ".join(a for a, v in ARCH_ALIASES.items() if v == arch and a != arch)
         groups = ", ".join(g.name + ("" if g.required else " (optional)") for g in TARGETS[arch])

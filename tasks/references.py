@@ -1,8 +1,9 @@
 """fp32 PyTorch references, by the names tasks/catalog.py gives them.
 
 Each takes the task's tensors by name (bf16 or fp32, on any device) plus the task's params, and returns
-its outputs in fp32, in the task's layouts. Attention works per batch and in chunks of heads so that the
-S×S score matrices stay a few hundred MB at the full shape.
+its outputs in fp32, in the task's layouts ([B, H, S, D]; LSE [B, H, S]). Attention works per batch and in
+chunks of query heads so that the S×S score matrices stay a few hundred MB at the full shape. Grouped-query
+attention (K/V with fewer heads than Q) lets query head h read K/V head h // (H / H_kv), as cuDNN does.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ def _head_slices(s: int, h: int) -> list[slice]:
     return [slice(h0, min(h, h0 + step)) for h0 in range(0, h, step)]
 
 
+def _kv_heads(kv: torch.Tensor, heads: slice, group: int) -> torch.Tensor:
+    """The K/V heads (of one batch, [H_kv, S, D]) that query heads `heads` read, one per query head."""
+    return kv[torch.arange(heads.start, heads.stop, device=kv.device) // group]
+
+
 def _scores(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool) -> torch.Tensor:
     """scale·QKᵀ for q, k in [h, S, D] fp32, with future keys at -inf when causal."""
     s = torch.matmul(q, k.transpose(-1, -2)) * scale
@@ -35,42 +41,48 @@ def _scores(q: torch.Tensor, k: torch.Tensor, scale: float, causal: bool) -> tor
 
 
 def attention_forward(t: Tensors, *, causal: bool, scale: float) -> dict[str, torch.Tensor]:
-    q_all, k_all, v_all = (t[n].float().transpose(1, 2) for n in ("Q", "K", "V"))  # [B,H,S,D]
+    q_all, k_all, v_all = (t[n].float() for n in ("Q", "K", "V"))  # [B, H, S, D]; K, V may have fewer heads
     b, h, s, _ = q_all.shape
+    group = h // k_all.shape[1]
     out = torch.empty_like(q_all)
     lse = torch.empty(b, h, s, dtype=torch.float32, device=q_all.device)
     for bi in range(b):
         for hs in _head_slices(s, h):
-            scores = _scores(q_all[bi, hs], k_all[bi, hs], scale, causal)
+            k, v = _kv_heads(k_all[bi], hs, group), _kv_heads(v_all[bi], hs, group)
+            scores = _scores(q_all[bi, hs], k, scale, causal)
             row_lse = torch.logsumexp(scores, dim=-1)
-            out[bi, hs] = torch.matmul(torch.exp(scores - row_lse[..., None]), v_all[bi, hs])
+            out[bi, hs] = torch.matmul(torch.exp(scores - row_lse[..., None]), v)
             lse[bi, hs] = row_lse
-    return {"O": out.transpose(1, 2).contiguous(), "LSE": lse}
+    return {"O": out, "LSE": lse}
 
 
 def attention_backward_inputs(t: Tensors, *, causal: bool, scale: float) -> dict[str, torch.Tensor]:
-    """The backward task's derived inputs: O (bf16) and LSE from the forward, Delta = rowsum(dO∘O)."""
+    """The backward task's derived inputs: the forward's O (rounded to the inputs' dtype) and LSE."""
     fwd = attention_forward(t, causal=causal, scale=scale)
-    o = fwd["O"].to(t["Q"].dtype)
-    delta = (t["dO"].float() * o.float()).sum(-1).transpose(1, 2).contiguous()  # [B,S,H] → [B,H,S]
-    return {"O": o, "LSE": fwd["LSE"], "Delta": delta}
+    return {"O": fwd["O"].to(t["Q"].dtype), "LSE": fwd["LSE"]}
 
 
 def attention_backward(t: Tensors, *, causal: bool, scale: float) -> dict[str, torch.Tensor]:
-    """dQ, dK, dV as a function of exactly the inputs a kernel receives (LSE and Delta included)."""
-    q_all, k_all, v_all, do_all = (t[n].float().transpose(1, 2) for n in ("Q", "K", "V", "dO"))
-    lse_all, delta_all = t["LSE"].float(), t["Delta"].float()
+    """dQ, dK, dV from exactly the inputs a kernel receives: Q, K, V, O, dO and LSE. Delta = rowsum(dO∘O) is
+    computed here from the given O, as the kernel must compute it."""
+    q_all, k_all, v_all, o_all, do_all = (t[n].float() for n in ("Q", "K", "V", "O", "dO"))
+    lse_all = t["LSE"].float()
     b, h, s, _ = q_all.shape
-    grads = {n: torch.empty_like(q_all) for n in ("dQ", "dK", "dV")}
+    group = h // k_all.shape[1]
+    dq = torch.empty_like(q_all)
+    dk, dv = torch.zeros_like(k_all), torch.zeros_like(v_all)
     for bi in range(b):
         for hs in _head_slices(s, h):
-            q, k, v, do = q_all[bi, hs], k_all[bi, hs], v_all[bi, hs], do_all[bi, hs]
+            q, do = q_all[bi, hs], do_all[bi, hs]
+            k, v = _kv_heads(k_all[bi], hs, group), _kv_heads(v_all[bi], hs, group)
             p = torch.exp(_scores(q, k, scale, causal) - lse_all[bi, hs][..., None])
-            grads["dV"][bi, hs] = torch.matmul(p.transpose(-1, -2), do)
-            ds = p * (torch.matmul(do, v.transpose(-1, -2)) - delta_all[bi, hs][..., None])
-            grads["dQ"][bi, hs] = torch.matmul(ds, k) * scale
-            grads["dK"][bi, hs] = torch.matmul(ds.transpose(-1, -2), q) * scale
-    return {n: g.transpose(1, 2).contiguous() for n, g in grads.items()}
+            delta = (do * o_all[bi, hs]).sum(-1)
+            ds = p * (torch.matmul(do, v.transpose(-1, -2)) - delta[..., None])
+            dq[bi, hs] = torch.matmul(ds, k) * scale
+            kv_index = torch.arange(hs.start, hs.stop, device=q.device) // group  # sum over each K/V head's queries
+            dk[bi].index_add_(0, kv_index, torch.matmul(ds.transpose(-1, -2), q) * scale)
+            dv[bi].index_add_(0, kv_index, torch.matmul(p.transpose(-1, -2), do))
+    return {"dQ": dq, "dK": dk, "dV": dv}
 
 
 def run_reference(name: str, tensors: Tensors, params: Mapping[str, float | bool]) -> dict[str, torch.Tensor]:

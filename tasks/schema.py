@@ -9,6 +9,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tasks.expr import evaluate
+
 
 class UnknownName(ValueError):
     """A task, arch or other name that is not in its catalog; the message lists the known ones."""
@@ -109,8 +111,16 @@ class Task(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str
-    aliases: list[str] = Field(default_factory=list)
+    name: str = Field(description="The canonical name: the paper's definition name, e.g. 'mha_with_lse_d128'.")
+    aliases: list[str] = Field(default_factory=list, description="Short names, e.g. 'attn_fwd'.")
+    former_names: list[str] = Field(
+        default_factory=list, description="Names earlier versions of this project used; they resolve with a note."
+    )
+    version: int = Field(
+        1,
+        description="The definition's version: a change to shapes, layouts, inputs or outputs bumps it, and "
+        "every run records it, so runs of different definitions are never pooled.",
+    )
     family: Literal["gemm", "attention_fwd", "attention_bwd"]
     description: str
     dims: dict[str, int] = Field(description="Named dims with their values, e.g. {'M': 8192}.")
@@ -127,15 +137,21 @@ class Task(BaseModel):
     flops: str = Field(description="FLOP count as an expression over dims.")
     baseline: Baseline
     targets: dict[Arch, list[TargetGroup]]
-    check_dims: dict[str, int] = Field(
-        default_factory=dict, description="Smaller dims for quick checks (memcheck, CPU tests)."
-    )
 
     def tensor(self, name: str) -> TensorSpec:
         for t in self.tensors:
             if t.name == name:
                 return t
         raise KeyError(name)
+
+    def tensor_lines(self) -> list[str]:
+        """One line per tensor as the reference reads and writes it, shapes evaluated: what a model needs to see
+        when its kernel read or wrote another layout than the task's."""
+        return [
+            f"{t.name} ({t.role}, {t.dtype}): [{', '.join(t.shape)}] = "
+            f"[{', '.join(str(evaluate(d, self.dims)) for d in t.shape)}], {t.layout}"
+            for t in self.tensors
+        ]
 
     @property
     def inputs(self) -> list[TensorSpec]:

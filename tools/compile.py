@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tasks.catalog import TARGETS, get_task
+from tasks.catalog import TARGETS, get_task, renamed
 from tasks.schema import Arch, UnknownName
 from tools import sass
 from tools.answer import AnswerError, extract_solution
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     except UnknownName as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.task and renamed(args.task):
+        print(renamed(args.task), file=sys.stderr)
     if not args.file.is_file():
         print(f"error: no such file: {args.file}", file=sys.stderr)
         return 2

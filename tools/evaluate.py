@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tasks import get_task
+from tasks.catalog import get_task, renamed
 from tasks.schema import Arch, UnknownName
 from tools.compile import InputError, read_text
 from tools.gpu.service import GpuService
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     except (UnknownName, InputError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if renamed(args.task):
+        print(renamed(args.task), file=sys.stderr)
     options = EvalOptions(
         trials=args.trials,
         seed=args.seed,

@@ -61,7 +61,7 @@ class TensorMapArg(BaseModel):
     box: list[int] = Field(description="Box extents in elements, outermost first.")
     swizzle: Literal["none", "32B", "64B", "128B"] = "none"
     shape: list[Expr] | None = Field(
-        None, description="A contiguous view of the tensor, outermost first, e.g. ['B*S*H', 'D']."
+        None, description="A contiguous view of the tensor, outermost first, e.g. ['B*H*S', 'D']."
     )
     element_strides: list[int] | None = None
     interleave: Literal["none", "16B", "32B"] = "none"
@@ -367,6 +367,7 @@ class RunConfig(BaseModel):
     format_version: int = TRAJECTORY_FORMAT
     run_id: str | None = None
     task: str
+    task_version: int = Field(1, description="The task definition's version the run solved (wave 1: absent, 1).")
     arch: str
     llm: PolicyRecord = Field(default_factory=PolicyRecord)
     policy: str | None = None

@@ -53,7 +53,7 @@ def success_vs_budget(plt, trajs: list[Trajectory]):
     """pass@k of single-shot samples against repair within k turns, per model × arch (over all tasks)."""
     curves: dict[tuple[str, str], list[score.BudgetPoint]] = defaultdict(list)
     for p in score.single_vs_multi(trajs):
-        if p.group.task == score.ALL and p.group.arch != score.ALL:
+        if score.pooled(p.group.task) and not score.pooled(p.group.arch):
             curves[(p.group.model, p.group.arch)].append(p)
     if not curves:
         return None
@@ -124,7 +124,7 @@ def speedup_by_task(plt, trajs: list[Trajectory]):
 
 def status_per_turn(plt, trajs: list[Trajectory]):
     """Error classes of the attempts at each turn, per model × mode (over all tasks and archs)."""
-    bars = [s for s in score.status_per_turn(trajs) if s.group.task == score.ALL and s.group.arch == score.ALL]
+    bars = [s for s in score.status_per_turn(trajs) if score.pooled(s.group.task) and score.pooled(s.group.arch)]
     panels: dict[tuple[str, str], list[score.TurnStatus]] = defaultdict(list)
     for s in bars:
         panels[(s.group.model, s.group.mode)].append(s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.bench import score
 from agent.bench.tables import markdown_table, times
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
@@ -60,7 +61,10 @@ def flag(recorded: Evaluation, now: Evaluation) -> str:
 
 
 def replay(traj: Trajectory, gpu: Gpu) -> list[Replayed]:
-    """Each turn with a solution, through tools.pipeline with the run's recorded eval settings, on `gpu`."""
+    """Each turn with a solution, through tools.pipeline with the run's recorded eval settings, on `gpu`;
+    nothing for a run of an older task definition (score.legacy): its verdicts were on other work."""
+    if score.legacy(traj):
+        return []
     task, arch = problem(traj)
     options = EvalOptions.model_validate({k: v for k, v in traj.config.eval.items() if k in EvalOptions.model_fields})
     out = []
@@ -79,6 +83,10 @@ def problem(traj: Trajectory) -> tuple[Task, Arch]:
 
 
 def render(traj: Trajectory, rows: list[Replayed], gpu_note: str) -> str:
+    changed = score.legacy(traj)
+    if changed:
+        return (f"replay {traj.run_id}: not replayed: the task's definition changed since this run ({changed}), so "
+                "today's verdict would judge other work; this is not a regression")  # fmt: skip
     skipped = sum(t.solution is None for t in traj.turns)
     lines = [
         f"replay {traj.run_id} ({traj.config.task} on {traj.config.arch}): {len(rows)} attempts "

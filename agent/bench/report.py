@@ -71,6 +71,11 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
         runs = f"{len(unfinished)} unfinished run{'s' if len(unfinished) > 1 else ''}"
         lines.append(f"- **{runs}** (killed or stopped on an error; scored on the turns they have; resume them "
                      f"for final numbers): {shown}")  # fmt: skip
+    old = sum(score.legacy(t) is not None for t in trajs)
+    if old:
+        lines.append(f"- **legacy**: {old} run{'s' if old > 1 else ''} solved an older definition of their task "
+                     "(wave 1's attention: [B,S,H,D], Delta handed in); labelled `(legacy vN)` and pooled only with "
+                     "each other, under `all (legacy)`.")  # fmt: skip
     if plots_skipped:
         lines.append(f"- Plots skipped: {plots_skipped}.")
     return "\n".join(lines)
@@ -83,7 +88,7 @@ def _headline(scores: list[score.SuiteScore]) -> str:
         (g.model, g.arch, g.mode, *_rates(s), percent(s.fast_traj[score.FAST_P.index(0.8)]),
          percent(s.fast_traj[fast1]), percent(s.fast_turn[fast1]), times(s.geomean_speedup), times(s.geomean_best))
         for s in scores
-        if (g := s.group).task == score.ALL and (g.arch != score.ALL or _archs(scores) > 1)
+        if score.pooled((g := s.group).task) and (not score.pooled(g.arch) or _archs(scores) > 1)
     ]  # fmt: skip
     return "## Headline (all tasks)\n\n" + markdown_table(headers, rows)
 
@@ -97,7 +102,7 @@ def _rates(s: score.SuiteScore) -> tuple:
 
 
 def _archs(scores: list[score.SuiteScore]) -> int:
-    return len({s.group.arch for s in scores} - {score.ALL})
+    return len({s.group.arch for s in scores if not score.pooled(s.group.arch)})
 
 
 def _budget(points: list[score.BudgetPoint], plot: str | None) -> str:
@@ -126,19 +131,19 @@ def _budget(points: list[score.BudgetPoint], plot: str | None) -> str:
         )
         for p in points
         if p.k in BUDGETS_SHOWN
-        and not ((g := p.group).task == score.ALL and g.arch == score.ALL and _single_arch(points))
+        and not (score.pooled((g := p.group).task) and score.pooled(g.arch) and _single_arch(points))
     ]
     return "\n".join([*text, "", markdown_table(headers, rows)])
 
 
 def _single_arch(points: list[score.BudgetPoint]) -> bool:
-    return len({p.group.arch for p in points} - {score.ALL}) == 1
+    return len({p.group.arch for p in points if not score.pooled(p.group.arch)}) == 1
 
 
 def _per_task(scores: list[score.SuiteScore]) -> str:
     last = {}
     for s in scores:
-        if s.group.task != score.ALL:
+        if not score.pooled(s.group.task):
             last[s.group] = s  # suite_scores lists limits in increasing order: the last is the largest
     headers = ("model", "task", "arch", "mode", *RATES, "fast_1", "best", "geomean best", "unfinished")
     rows = [
@@ -182,7 +187,7 @@ def _status(statuses: list[score.TurnStatus], plot: str | None) -> str:
     ]
     if plot:
         text += ["", f"![status per turn]({plot})"]
-    pooled = [s for s in statuses if s.group.task == score.ALL and s.group.arch == score.ALL]
+    pooled = [s for s in statuses if score.pooled(s.group.task) and score.pooled(s.group.arch)]
     columns = [c for c in (*score.CLASSES, score.NOT_REACHED) if any(s.counts.get(c) for s in pooled)]
     headers = ("model", "mode", "turn", *(c.replace("_", " ") for c in columns))
     rows = [(s.group.model, s.group.mode, s.turn, *(s.counts.get(c, 0) for c in columns)) for s in pooled]

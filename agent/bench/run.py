@@ -239,7 +239,7 @@ def score_table(trajs: list[Trajectory]) -> str:
     rows = []
     for s in score.suite_scores(trajs):
         g = s.group
-        if g.task != score.ALL or g.arch == score.ALL:
+        if not score.pooled(g.task) or score.pooled(g.arch):
             continue
         rows.append((g.model, g.arch, g.mode, s.turn_limit, s.trajectories, percent(s.correct),
                      percent(s.correct_targets), percent(s.fast_traj[score.FAST_P.index(1.0)]),

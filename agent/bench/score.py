@@ -16,11 +16,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from tasks.catalog import get_task
+from tasks.schema import UnknownName
 from tools.schema import Status, Trajectory, Turn
 
 TURN_LIMITS = (1, 4, 8)
 FAST_P = (0.0, 0.5, 0.8, 1.0)
 ALL = "all"
+LEGACY_ALL = "all (legacy)"  # legacy runs pooled with each other, never with today's
 NOT_REACHED = "not_reached"  # the trajectory had stopped before this turn (solved, out of answers, or killed)
 
 ERROR_CLASS = {
@@ -125,8 +128,27 @@ class Group:
     mode: str
 
 
+def pooled(label: str) -> bool:
+    """Whether a group's task or arch label pools several (ALL, or LEGACY_ALL)."""
+    return label in (ALL, LEGACY_ALL)
+
+
+def legacy(traj: Trajectory) -> str | None:
+    """Why a run solved another definition of its task than today's catalog holds (wave 1's attention tasks),
+    or None. Such runs are scored apart: their task and pooled labels say "legacy", so they never mix."""
+    try:
+        task = get_task(traj.config.task)
+    except UnknownName:
+        return f"{traj.config.task} is no longer a task"
+    if traj.config.task_version == task.version:
+        return None
+    return f"{traj.config.task} was definition v{traj.config.task_version}; {task.name} is now v{task.version}"
+
+
 def _problem(traj: Trajectory) -> tuple[str, str]:
-    return traj.config.task, traj.config.arch
+    """The problem a run solved: task and arch; a legacy run's task is labelled so."""
+    task = traj.config.task
+    return (f"{task} (legacy v{traj.config.task_version})" if legacy(traj) else task), traj.config.arch
 
 
 def grouped(trajs: list[Trajectory], by_mode: bool = True) -> dict[Group, list[Trajectory]]:
@@ -136,7 +158,8 @@ def grouped(trajs: list[Trajectory], by_mode: bool = True) -> dict[Group, list[T
     for traj in trajs:
         task, arch = _problem(traj)
         m = mode(traj) if by_mode else ALL
-        for g_task, g_arch in ((task, arch), (ALL, arch), (ALL, ALL)):
+        every = LEGACY_ALL if legacy(traj) else ALL
+        for g_task, g_arch in ((task, arch), (every, arch), (every, every)):
             out[Group(model(traj), g_task, g_arch, m)].append(traj)
     return dict(sorted(out.items()))
 

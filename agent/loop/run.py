@@ -30,7 +30,7 @@ from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
 from agent.loop.state import RunContext
 from agent.loop.store import RunFolder, check_run_id, new_run_id
-from tasks.catalog import get_task
+from tasks.catalog import get_task, renamed
 from tasks.schema import Task, UnknownName
 from tools.gpu.base import Gpu, Unavailable
 from tools.schema import RunSummary
@@ -57,6 +57,7 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
         return _prepare_resume(check_run_id(pairs.pop("resume")), pairs, quiet)
     settings = build_config(nest(pairs))
     task = _task(settings.task)
+    note = renamed(settings.task)
     settings = settings.model_copy(update={"task": task.name})
     seed = _seed(settings, task)
     if seed is not None:  # recorded by its path, so a resumed run finds it whatever runs_dir it is given
@@ -65,9 +66,12 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
         )
     run_id = check_run_id(settings.run_id) if settings.run_id else new_run_id(task.name, str(settings.arch))
     journal = Journal(run_id, quiet)
+    if note:
+        journal.say(note)
     policy = make_policy(settings, task, settings.arch, journal.event)
     config = {
         **settings.model_dump(mode="json"),
+        "task_version": task.version,
         "run_id": run_id,
         "policy": policy.describe(),
         "created_at": _now(),
@@ -88,10 +92,16 @@ def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared
     folder = RunFolder.open(overrides.get("runs_dir", "runs"), run_id)
     if not folder.checkpoints_path.is_file():
         raise ConfigError(f"{folder.path} has no checkpoints.sqlite, so it cannot be resumed")
-    saved = folder.config().model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
+    recorded = folder.config()
+    saved = recorded.model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
     tree = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
     settings = build_config(merge(tree, overrides))
     task = _task(settings.task)
+    if recorded.task_version != task.version:
+        raise ConfigError(
+            f"{folder.path} solved definition v{recorded.task_version} of {recorded.task}; today's {task.name} is "
+            f"v{task.version}, so resuming would mix two workloads in one run: start a new run instead"
+        )
     journal = Journal(run_id, quiet)
     policy = make_policy(settings, task, settings.arch, journal.event)
     changed = {k: v for k, v in pairs.items() if k != "runs_dir"}  # where the run lives is not a setting

@@ -56,6 +56,9 @@ def load_seed(seed: SeedConfig, runs_dir: Path, task: Task, arch: Arch) -> Seed:
         raise ConfigError(f"seed.run: {e}") from None
     if (config.task, config.arch) != (task.name, str(arch)):
         raise ConfigError(f"seed.run: {folder.path} solved {config.task} on {config.arch}, not {task.name} on {arch}")
+    if config.task_version != task.version:
+        raise ConfigError(f"seed.run: {folder.path} solved definition v{config.task_version} of {task.name}, "
+                          f"not today's v{task.version}")  # fmt: skip
     turn = next((t for t in turns if t.index == seed.turn), None)
     if turn is None:
         raise ConfigError(f"seed.turn: {folder.path} has no turn {seed.turn} ({len(turns)} turns recorded)")

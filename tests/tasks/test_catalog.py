@@ -1,5 +1,6 @@
-"""The task catalog as data: the paper's five core tasks plus the D=64/96 variants, their aliases, shapes,
-FLOP counts, baselines and target groups, and the arch aliases; `python -m tasks` prints it as a table."""
+"""The task catalog as data: the paper's definitions (five core tasks, the D=64/96 variants, GQA) under the
+paper's names, their aliases and former names, shapes, FLOP counts, baselines and target groups, and the arch
+aliases; `python -m tasks` prints it."""
 
 from __future__ import annotations
 
@@ -11,34 +12,50 @@ from pathlib import Path
 import pytest
 
 from tasks import baselines, references
-from tasks.catalog import CORE, TARGETS, TASKS, get_task
+from tasks.catalog import CORE, TARGETS, TASKS, get_task, renamed
 from tasks.expr import evaluate
 from tasks.schema import Arch, UnknownName
 
 ROOT = Path(__file__).parents[2]
-ATTENTION = [f"mha_{kind}_d{d}{mask}" for d in (128, 64, 96) for kind in ("fwd", "bwd") for mask in ("", "_causal")]
+MHA = [f"mha_{kind}_d{d}{mask}" for d in (128, 64, 96) for kind in ("with_lse", "bwd") for mask in ("", "_causal")]
+GQA = [f"gqa_{kind}_d128{mask}" for kind in ("with_lse", "bwd") for mask in ("", "_causal")]
+ATTENTION = MHA + GQA
 
 
-def test_the_catalog_holds_the_core_tasks_and_the_head_dim_variants():
-    assert CORE == ["gemm_n7168_k5120", "mha_fwd_d128", "mha_fwd_d128_causal", "mha_bwd_d128", "mha_bwd_d128_causal"]
+def test_the_catalog_holds_the_papers_tasks_under_its_names():
+    assert CORE == [
+        "gemm_n7168_k5120", "mha_with_lse_d128", "mha_with_lse_d128_causal", "mha_bwd_d128", "mha_bwd_d128_causal"
+    ]  # fmt: skip
     assert sorted(TASKS) == sorted(["gemm_n7168_k5120", *ATTENTION])
 
 
 @pytest.mark.parametrize(
     ("alias", "name"),
-    [("gemm", "gemm_n7168_k5120"), ("attn_fwd", "mha_fwd_d128"), ("attn_fwd_causal", "mha_fwd_d128_causal"),
+    [("gemm", "gemm_n7168_k5120"), ("attn_fwd", "mha_with_lse_d128"), ("attn_fwd_causal", "mha_with_lse_d128_causal"),
      ("attn_bwd", "mha_bwd_d128"), ("attn_bwd_causal", "mha_bwd_d128_causal"), ("  GEMM ", "gemm_n7168_k5120"),
-     ("mha_fwd_d64", "mha_fwd_d64"), ("MHA_BWD_D96_CAUSAL", "mha_bwd_d96_causal")],
+     ("mha_with_lse_d64", "mha_with_lse_d64"), ("MHA_BWD_D96_CAUSAL", "mha_bwd_d96_causal"),
+     ("gqa_bwd_d128", "gqa_bwd_d128")],
 )  # fmt: skip
 def test_task_names_and_aliases(alias, name):
     assert get_task(alias) is TASKS[name]
+    assert renamed(alias) is None
+
+
+@pytest.mark.parametrize(
+    ("former", "name"),
+    [("mha_fwd_d128", "mha_with_lse_d128"), ("mha_fwd_d64_causal", "mha_with_lse_d64_causal"),
+     ("mha_fwd_d96", "mha_with_lse_d96")],
+)  # fmt: skip
+def test_former_names_resolve_with_a_note(former, name):
+    assert get_task(former) is TASKS[name]
+    assert renamed(former) == f"note: task {former} is now called {name} (the paper's name)"
 
 
 def test_unknown_task_lists_the_known_ones():
     with pytest.raises(UnknownName) as refused:
         get_task("attention")
     message = str(refused.value)
-    assert message.startswith("unknown task 'attention'; known: gemm_n7168_k5120, mha_fwd_d128,")
+    assert message.startswith("unknown task 'attention'; known: gemm_n7168_k5120, mha_with_lse_d128,")
     assert all(name in message for name in [*TASKS, "gemm", "attn_fwd", "attn_bwd_causal"])
 
 
@@ -77,26 +94,28 @@ def test_gemm_task():
 
 
 @pytest.mark.parametrize("name", ATTENTION)
-def test_attention_tasks(name):
+def test_attention_tasks_follow_the_papers_definitions(name):
     task = TASKS[name]
     d = int(re.search(r"_d(\d+)", name).group(1))
-    causal, backward = name.endswith("_causal"), "_bwd_" in name
-    assert task.dims == {"B": 4, "S": 4096, "H": 48, "D": d}
+    causal, backward, gqa = name.endswith("_causal"), "_bwd_" in name, name.startswith("gqa")
+    assert task.dims == {"B": 4, "H": 48, "HKV": 8 if gqa else 48, "S": 4096, "D": d}
     assert task.params == {"causal": causal, "scale": d**-0.5}
-    assert task.family == ("attention_bwd" if backward else "attention_fwd")
+    assert task.version == 2 and task.family == ("attention_bwd" if backward else "attention_fwd")
     shapes = {t.name: (t.dtype, t.shape, t.role) for t in task.tensors}
-    bshd, bhs = ["B", "S", "H", "D"], ["B", "H", "S"]
+    bhsd, kv, bhs = ["B", "H", "S", "D"], ["B", "HKV" if gqa else "H", "S", "D"], ["B", "H", "S"]
     if backward:
         assert shapes == {
-            **{n: ("bfloat16", bshd, "input") for n in ("Q", "K", "V", "dO", "O")},
-            "LSE": ("float32", bhs, "input"), "Delta": ("float32", bhs, "input"),
-            **{n: ("bfloat16", bshd, "output") for n in ("dQ", "dK", "dV")},
+            "Q": ("bfloat16", bhsd, "input"), "K": ("bfloat16", kv, "input"), "V": ("bfloat16", kv, "input"),
+            "O": ("bfloat16", bhsd, "input"), "dO": ("bfloat16", bhsd, "input"), "LSE": ("float32", bhs, "input"),
+            "dQ": ("bfloat16", bhsd, "output"), "dK": ("bfloat16", kv, "output"), "dV": ("bfloat16", kv, "output"),
         }  # fmt: skip
-        assert {t.name for t in task.inputs if t.init == "derived"} == {"O", "LSE", "Delta"}
+        assert {t.name for t in task.inputs if t.init == "derived"} == {"O", "LSE"}  # no Delta: the kernel's work
+        assert "Delta = rowsum(dO∘O) (computed by the kernel: it is not an input)" in task.description
         assert task.derive == "attention_backward_inputs" and task.reference == "attention_backward"
     else:
-        assert shapes == {**{n: ("bfloat16", bshd, "input") for n in ("Q", "K", "V")},
-                          "O": ("bfloat16", bshd, "output"), "LSE": ("float32", bhs, "output")}  # fmt: skip
+        assert shapes == {"Q": ("bfloat16", bhsd, "input"), "K": ("bfloat16", kv, "input"),
+                          "V": ("bfloat16", kv, "input"), "O": ("bfloat16", bhsd, "output"),
+                          "LSE": ("float32", bhs, "output")}  # fmt: skip
         assert task.derive is None and task.reference == "attention_forward"
     assert all(t.init == "spiky" for t in task.inputs if t.name in ("Q", "K", "V", "dO"))
     forward_flops = 4 * 4 * 48 * 4096**2 * d // (2 if causal else 1)
@@ -105,18 +124,18 @@ def test_attention_tasks(name):
     assert task.baseline.call == ("cudnn_attention_backward" if backward else "cudnn_attention_forward")
 
 
-def test_core_aliases_exist_only_for_d128():
+def test_core_aliases_exist_only_for_d128_mha():
     assert [t.aliases for t in TASKS.values() if t.aliases] == [
         ["gemm"], ["attn_fwd"], ["attn_fwd_causal"], ["attn_bwd"], ["attn_bwd_causal"]
     ]  # fmt: skip
+    assert get_task("gemm").version == 1  # unchanged since wave 1
 
 
 def test_h200_medians_follow_facts():
-    seen = {name: TASKS[name].baseline.h200_ms_seen for name in ATTENTION}
+    seen = {name: TASKS[name].baseline.h200_ms_seen for name in ATTENTION if TASKS[name].baseline.h200_ms_seen}
     assert seen == {
-        "mha_fwd_d128": 2.73, "mha_fwd_d128_causal": 1.54, "mha_bwd_d128": 7.92, "mha_bwd_d128_causal": 4.51,
-        "mha_fwd_d64": 1.79, "mha_fwd_d64_causal": 0.98, "mha_bwd_d64": 4.77, "mha_bwd_d64_causal": 2.73,
-        "mha_fwd_d96": None, "mha_fwd_d96_causal": None, "mha_bwd_d96": None, "mha_bwd_d96_causal": None,
+        "mha_with_lse_d128": 2.70, "mha_with_lse_d128_causal": 1.56, "mha_bwd_d128": 7.92, "mha_bwd_d128_causal": 4.50,
+        "gqa_with_lse_d128": 2.73, "gqa_with_lse_d128_causal": 1.50, "gqa_bwd_d128": 8.11, "gqa_bwd_d128_causal": 4.63,
     }  # fmt: skip
 
 
@@ -168,13 +187,17 @@ def test_group_patterns_match_the_facts_table(group):
 def test_python_m_tasks_prints_the_catalog():
     done = subprocess.run([sys.executable, "-m", "tasks"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0 and done.stderr == ""
+    blocks = {block.split()[0]: block for block in done.stdout.split("\n\n")}
+    assert [name for name in blocks if name in TASKS] == list(TASKS)
+    gqa = blocks["gqa_bwd_d128_causal"].splitlines()
+    assert gqa[0] == "gqa_bwd_d128_causal  [definition v2]"
+    assert "dims B=4 H=48 HKV=8 S=4096 D=128" in gqa[1] and "baseline cuDNN, 4.63 ms seen on an H200" in gqa[1]
+    assert any(line.split()[:4] == ["output", "dK", "bfloat16", "[B,"] and "HKV, S, D]" in line for line in gqa)
+    assert not any(" Delta " in line for line in gqa)
+    fwd = blocks["mha_with_lse_d128"].splitlines()
+    assert fwd[0] == "mha_with_lse_d128  (alias attn_fwd, formerly mha_fwd_d128)  [definition v2]"
+    [lse] = [line.split() for line in fwd if " LSE " in line]
+    assert lse[:3] == ["output", "LSE", "float32"] and " ".join(lse[3:6]) == "[B, H, S]"
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["task", "aliases", "dims", "outputs", "GFLOP", "baseline", "H200", "ms", "seen"]
-    assert set(lines[1]) == {"-", " "}
-    rows = {line.split()[0]: line.split() for line in lines[2 : 2 + len(TASKS)]}
-    assert list(rows) == list(TASKS)
-    assert rows["gemm_n7168_k5120"] == ["gemm_n7168_k5120", "gemm", "M=8192", "N=7168", "K=5120", "C", "601",
-                                        "cuBLAS", "0.75"]  # fmt: skip
-    assert rows["mha_bwd_d128_causal"][1] == "attn_bwd_causal" and rows["mha_fwd_d96"][-1] == "-"
     assert "  sm_90a: sm_90, sm90, sm90a, hopper, h100, h200; target groups: wgmma, tma" in lines
     assert "  sm_100a: sm_100, sm100, sm100a, blackwell, b200; target groups: tcgen05, tmem, tma" in lines

@@ -1,32 +1,35 @@
 """The fp32 references on the CPU at small sizes, each against an independent formulation: the GEMM against
 a float64 einsum, attention forward (explicit softmax) against SDPA's math path, backward against autograd
-through that path; and the input draws the tasks describe."""
+through that path (grouped-query attention through SDPA's own `enable_gqa`); and the input draws the tasks
+describe."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tasks import references
 from tasks.catalog import get_task
 from tasks.inputs import TORCH_DTYPES, draw_inputs, shape_of
 from tasks.references import attention_backward_inputs, attention_forward, run_reference
 
-SMALL = {"B": 2, "S": 40, "H": 3}
+SMALL = {"B": 2, "S": 40, "H": 6}
 sdpa_math = torch.ops.aten._scaled_dot_product_attention_math
 
 
 def small_dims(task) -> dict[str, int]:
-    return {**task.dims, **SMALL}  # keep D, so that the task's softmax scale 1/√D stays right
+    """Keep D (the softmax scale 1/√D stays right); GQA keeps 3 query heads per K/V head."""
+    return {**task.dims, **SMALL, "HKV": 2 if task.dims["HKV"] < task.dims["H"] else SMALL["H"]}
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
-def heads_first(x: torch.Tensor) -> torch.Tensor:
-    """[B,S,H,D] → [B,H,S,D] in float64, as SDPA takes it."""
-    return x.double().transpose(1, 2)
+def expanded(kv: torch.Tensor, heads: int) -> torch.Tensor:
+    """K/V heads repeated for the query heads that share them, in float64, as SDPA's math path takes them."""
+    return kv.double().repeat_interleave(heads // kv.shape[1], dim=1)
 
 
 def test_gemm_against_float64():
@@ -37,16 +40,20 @@ def test_gemm_against_float64():
     assert rel_err(c, torch.einsum("mk,nk->mn", t["A"].double(), t["B"].double())) < 1e-6
 
 
-@pytest.mark.parametrize("name", ["mha_fwd_d128", "mha_fwd_d128_causal", "mha_fwd_d64_causal", "mha_fwd_d96"])
+@pytest.mark.parametrize(
+    "name", ["mha_with_lse_d128", "mha_with_lse_d128_causal", "mha_with_lse_d64_causal", "mha_with_lse_d96",
+             "gqa_with_lse_d128", "gqa_with_lse_d128_causal"],
+)  # fmt: skip
 def test_attention_forward_against_sdpa_math(name):
     task = get_task(name)
     t = draw_inputs(task, small_dims(task), seed=1, device="cpu")
     out = run_reference(task.reference, t, task.params)
-    q, k, v = (heads_first(t[n]) for n in ("Q", "K", "V"))
+    q = t["Q"].double()
+    k, v = expanded(t["K"], 6), expanded(t["V"], 6)
     o_ref, p_ref = sdpa_math(q, k, v, is_causal=task.params["causal"], scale=task.params["scale"])
     assert out["O"].dtype == out["LSE"].dtype == torch.float32
-    assert out["O"].shape == t["Q"].shape and out["LSE"].shape == (2, 3, 40)
-    assert rel_err(out["O"], o_ref.transpose(1, 2)) < 1e-5
+    assert out["O"].shape == t["Q"].shape == (2, 6, 40, task.dims["D"]) and out["LSE"].shape == (2, 6, 40)
+    assert rel_err(out["O"], o_ref) < 1e-5
     # LSE from SDPA's probabilities: P_ii = exp(s_ii − LSE_i); the diagonal is never masked.
     s_diag = (q * k).sum(-1) * task.params["scale"]
     lse_ref = s_diag - torch.log(torch.diagonal(p_ref, dim1=-2, dim2=-1))
@@ -56,55 +63,63 @@ def test_attention_forward_against_sdpa_math(name):
 def test_causal_mask_hides_future_keys():
     task = get_task("attn_fwd_causal")
     t = draw_inputs(task, small_dims(task), seed=2, device="cpu")
-    changed = dict(t)
-    changed["K"] = t["K"].clone()
-    changed["V"] = t["V"].clone()
-    changed["K"][:, -1] += 1.0  # only the last query may see the last key
-    changed["V"][:, -1] -= 1.0
+    changed = {**t, "K": t["K"].clone(), "V": t["V"].clone()}
+    changed["K"][:, :, -1] += 1.0  # only the last query may see the last key
+    changed["V"][:, :, -1] -= 1.0
     before, after = (attention_forward(x, **task.params) for x in (t, changed))
-    assert torch.equal(before["O"][:, :-1], after["O"][:, :-1]) and torch.equal(
-        before["LSE"][..., :-1], after["LSE"][..., :-1]
-    )
-    assert not torch.equal(before["O"][:, -1], after["O"][:, -1])
+    assert torch.equal(before["O"][:, :, :-1], after["O"][:, :, :-1])
+    assert torch.equal(before["LSE"][..., :-1], after["LSE"][..., :-1])
+    assert not torch.equal(before["O"][:, :, -1], after["O"][:, :, -1])
 
 
-@pytest.mark.parametrize("name", ["mha_bwd_d128", "mha_bwd_d128_causal", "mha_bwd_d64", "mha_bwd_d96_causal"])
+@pytest.mark.parametrize(
+    "name", ["mha_bwd_d128", "mha_bwd_d128_causal", "mha_bwd_d64", "mha_bwd_d96_causal", "gqa_bwd_d128",
+             "gqa_bwd_d128_causal"],
+)  # fmt: skip
 def test_attention_backward_against_autograd(name):
     task = get_task(name)
     params = task.params
     t = draw_inputs(task, small_dims(task), seed=3, device="cpu")
-    # Exact O, LSE and Delta (no bf16 rounding of O), so that only the backward formulas are compared.
+    # The exact O and LSE (no bf16 rounding of O), so that only the backward formulas are compared.
     exact = {n: t[n] for n in ("Q", "K", "V", "dO")}
-    fwd = attention_forward(exact, **params)
-    exact.update(O=fwd["O"], LSE=fwd["LSE"], Delta=(t["dO"].float() * fwd["O"]).sum(-1).transpose(1, 2))
+    exact |= attention_forward(exact, **params)
     grads = run_reference(task.reference, exact, params)
 
-    q, k, v = (heads_first(t[n]).requires_grad_() for n in ("Q", "K", "V"))
-    o, _ = sdpa_math(q, k, v, is_causal=params["causal"], scale=params["scale"])
-    o.backward(heads_first(t["dO"]))
+    q, k, v = (t[n].double().requires_grad_() for n in ("Q", "K", "V"))
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=params["causal"], scale=params["scale"],
+                                       enable_gqa=task.dims["HKV"] < task.dims["H"])  # fmt: skip
+    o.backward(t["dO"].double())
     for out, ref in (("dQ", q), ("dK", k), ("dV", v)):
-        assert grads[out].dtype == torch.float32 and grads[out].shape == t["Q"].shape
-        assert rel_err(grads[out], ref.grad.transpose(1, 2)) < 1e-5, out
+        assert grads[out].dtype == torch.float32 and grads[out].shape == ref.shape, out
+        assert rel_err(grads[out], ref.grad) < 1e-5, out
     # With the task's own derived inputs (O rounded to bf16 as a kernel receives it) the reference stays
     # well inside the task's tolerance of the exact gradient.
     derived = run_reference(task.reference, t, params)
-    assert all(
-        rel_err(derived[n], r.grad.transpose(1, 2)) < task.tolerance / 2 for n, r in (("dQ", q), ("dK", k), ("dV", v))
-    )
+    assert all(rel_err(derived[n], r.grad) < task.tolerance / 2 for n, r in (("dQ", q), ("dK", k), ("dV", v)))
 
 
-def test_backward_inputs_are_derived_from_the_forward():
+def test_backward_inputs_are_the_forwards_o_and_lse_and_no_delta():
     task = get_task("attn_bwd_causal")
+    assert [s.name for s in task.inputs] == ["Q", "K", "V", "O", "dO", "LSE"]
     t = draw_inputs(task, small_dims(task), seed=4, device="cpu")
     fwd = attention_forward(t, **task.params)
     assert t["O"].dtype == torch.bfloat16 and torch.equal(t["O"], fwd["O"].to(torch.bfloat16))
-    assert t["LSE"].dtype == torch.float32 and torch.equal(t["LSE"], fwd["LSE"])
-    assert torch.allclose(t["Delta"], (t["dO"].float() * t["O"].float()).sum(-1).transpose(1, 2))
-    assert t["Delta"].shape == (2, 3, 40) and t["Delta"].is_contiguous()
-    assert torch.equal(attention_backward_inputs(t, **task.params)["Delta"], t["Delta"])
+    assert t["LSE"].dtype == torch.float32 and torch.equal(t["LSE"], fwd["LSE"]) and t["LSE"].shape == (2, 6, 40)
+    assert sorted(attention_backward_inputs(t, **task.params)) == ["LSE", "O"]
 
 
-@pytest.mark.parametrize("name", ["attn_fwd_causal", "attn_bwd"])
+def test_the_backward_reads_o_for_delta():
+    """Delta = rowsum(dO∘O) comes from the O the kernel is given: another O gives another dQ and dK, the
+    same dV (dV = PᵀdO does not involve Delta)."""
+    task = get_task("attn_bwd")
+    t = draw_inputs(task, small_dims(task), seed=10, device="cpu")
+    before = run_reference(task.reference, t, task.params)
+    after = run_reference(task.reference, {**t, "O": t["O"] * 1.5}, task.params)
+    assert torch.equal(before["dV"], after["dV"])
+    assert rel_err(after["dQ"], before["dQ"]) > 0.05 and rel_err(after["dK"], before["dK"]) > 0.05
+
+
+@pytest.mark.parametrize("name", ["attn_fwd_causal", "attn_bwd", "gqa_bwd_d128"])
 def test_chunking_over_heads_changes_nothing(monkeypatch, name):
     task = get_task(name)
     t = draw_inputs(task, small_dims(task), seed=5, device="cpu")
@@ -115,7 +130,7 @@ def test_chunking_over_heads_changes_nothing(monkeypatch, name):
     assert all(torch.allclose(chunked[n], whole[n], rtol=1e-6, atol=1e-6) for n in whole)
 
 
-@pytest.mark.parametrize("name", ["gemm", "attn_fwd", "mha_bwd_d64_causal"])
+@pytest.mark.parametrize("name", ["gemm", "attn_fwd", "mha_bwd_d64_causal", "gqa_bwd_d128_causal"])
 def test_inputs_follow_the_task(name):
     task = get_task(name)
     dims = {"M": 64, "N": 48, "K": 32} if task.family == "gemm" else small_dims(task)

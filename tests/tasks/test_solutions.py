@@ -101,7 +101,7 @@ def test_join_ptx_keeps_one_header_and_dedupes_globals():
 def test_launch_args_follow_tritons_abi():
     from tasks.solutions.dev.generate import launch_args, program_for, signature
 
-    task = get_task("mha_fwd_d128")
+    task = get_task("attn_fwd")
     program = program_for(task, Arch.SM_90A)
     launch = program.launches[0]
     sig, attrs = signature(launch, task, program)
@@ -109,13 +109,16 @@ def test_launch_args_follow_tritons_abi():
     assert attrs == {(4,): [["tt.divisibility", 16]]}
     meta = [{"swizzle": 3, "block_size": [128, 64], "fp4_padded": False}] * 4
     args = launch_args(launch, meta)
-    assert args[0] == {"tensor_map": "Q", "shape": ["B*S", "H*D"], "box": [128, 64], "swizzle": "128B",
+    assert args[0] == {"tensor_map": "Q", "shape": ["B*H*S", "D"], "box": [128, 64], "swizzle": "128B",
                        "l2_promotion": "128B"}  # fmt: skip
-    assert args[1:5] == [{"scalar": "B*S", "type": "u32"}, {"scalar": "H*D", "type": "u32"},
-                         {"scalar": "H*D", "type": "u64"}, {"scalar": 1, "type": "u64"}]  # fmt: skip
+    assert args[1:5] == [{"scalar": "B*H*S", "type": "u32"}, {"scalar": "D", "type": "u32"},
+                         {"scalar": "D", "type": "u64"}, {"scalar": 1, "type": "u64"}]  # fmt: skip
+    assert args[5]["shape"] == ["B*H*S", "D"]  # K: every query head has its own here
     null = {"scalar": 0, "type": "u64"}  # Triton's global and profile scratch pointers
     assert args[20:] == [{"tensor": "LSE"}, {"scalar": "rsqrt(D)", "type": "f32"}, {"scalar": "S", "type": "s32"},
-                         {"scalar": "H", "type": "s32"}, null, null]  # fmt: skip
+                         null, null]  # fmt: skip
+    gqa = launch_args(program_for(get_task("gqa_with_lse_d128"), Arch.SM_90A).launches[0], meta)
+    assert gqa[0]["shape"] == ["B*H*S", "D"] and gqa[5]["shape"] == ["B*HKV*S", "D"]
 
 
 @pytest.mark.slow

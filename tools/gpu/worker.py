@@ -143,10 +143,13 @@ class _Attempt:
             if failed:
                 dims = {o.name: o.shape for o in self.task.outputs}
                 lines = [c.summary(dims[c.name]) for c in failed]
+                layouts = "\n".join(f"- {line}" for line in self.task.tensor_lines())
                 raise AttemptFailed(
                     Status.MISMATCH,
                     Stage.CHECK,
-                    f"trial {t + 1} of {self.trials} (seed {seed}): " + "\n".join(lines),
+                    f"trial {t + 1} of {self.trials} (seed {seed}): "
+                    + "\n".join(lines)
+                    + f"\nThe task's tensors, as the reference reads and writes them:\n{layouts}",
                     detail={"trials": trials},
                 )
         worst = {o.name: max(tr["outputs"][i]["rel_l2"] for tr in trials) for i, o in enumerate(self.task.outputs)}

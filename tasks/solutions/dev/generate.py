@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tasks.catalog import CORE, get_task
+from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, Task
 from tasks.solutions import ROOT, answer_path
 from tasks.solutions.dev.kernels import attention_bwd, attention_fwd, gemm
@@ -32,52 +32,35 @@ from tasks.solutions.dev.kernels.attention_fwd import AttnFwdConfig
 from tasks.solutions.dev.kernels.gemm import GemmConfig
 from tasks.solutions.dev.kernels.launch import TRITON_DTYPES, Desc, KernelLaunch, Program, Ptr, Scalar
 
-H, B = Arch.SM_90A, Arch.SM_100A
-
 # ------------------------------------------------------------------------------------ config table
-# One row per task: the config for each arch. sm_90a rows are chosen for the H200 (132 SMs, 227 KiB of
-# shared memory per block); sm_100a rows are compiled only (no B200 to tune on) and reuse the Hopper tiles,
-# which Triton lowers to tcgen05 MMAs with TMEM accumulators.
-_GEMM = GemmConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=4, persistent=True,
-                   epilogue_split=True)  # fmt: skip
-_FWD = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
-_FWD_CAUSAL = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
-# 3 stages measured faster than 2 on the H200 (tune_on_gpu, 2026-11-29): 0.82× vs 0.75× cuDNN, causal 0.76× vs 0.68×.
-_BWD = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
-                     q_warps=8, q_stages=3)  # fmt: skip
-_FWD_D64 = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
-_BWD_D64 = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
-                         q_warps=8, q_stages=3)  # fmt: skip
-# With 128×128 tiles the non-causal D=96 forward computed wrong results on the H200 (rel L2 0.99, the same with
-# 1, 2 or 3 stages) while Triton's CPU interpreter agreed with the reference; 128×64 and 64×64 tiles pass there
-# (2026-11-29). Cause not found; 64×64 is the faster of the two (0.83× cuDNN).
-_FWD_D96 = AttnFwdConfig(block_m=64, block_n=64, num_warps=4, num_stages=3)
-_BWD_D96 = AttnBwdConfig(kv_block_n=128, kv_block_m=32, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
-                         q_warps=8, q_stages=2)  # fmt: skip  # 128x64 steps spill at D=96 (padded to 128)
+# One config per kind of task, the same on both archs: chosen for the H200 (132 SMs, 227 KiB of shared
+# memory per block); sm_100a answers are compiled only (no B200 to tune on) and reuse the Hopper tiles,
+# which Triton lowers to tcgen05 MMAs with TMEM accumulators. `tune_on_gpu.py` measures candidates.
+GEMM = GemmConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, num_stages=4, persistent=True,
+                  epilogue_split=True)  # fmt: skip
+FWD = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
+BWD = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
+                    q_warps=8, q_stages=3)  # fmt: skip
+# D=96 runs a head dim padded to 128 (TMA zero-fills the columns past 96); 128×64 steps spill there.
+BWD_D96 = AttnBwdConfig(kv_block_n=128, kv_block_m=32, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
+                        q_warps=8, q_stages=2)  # fmt: skip
 
-CONFIGS: dict[str, dict[Arch, Any]] = {
-    "gemm_n7168_k5120": {H: _GEMM, B: _GEMM},
-    "mha_fwd_d128": {H: _FWD, B: _FWD},
-    "mha_fwd_d128_causal": {H: _FWD_CAUSAL, B: _FWD_CAUSAL},
-    "mha_bwd_d128": {H: _BWD, B: _BWD},
-    "mha_bwd_d128_causal": {H: _BWD, B: _BWD},
-    "mha_fwd_d64": {H: _FWD_D64, B: _FWD_D64},
-    "mha_fwd_d64_causal": {H: _FWD_D64, B: _FWD_D64},
-    "mha_bwd_d64": {H: _BWD_D64, B: _BWD_D64},
-    "mha_bwd_d64_causal": {H: _BWD_D64, B: _BWD_D64},
-    # D=96: tiles padded to 128 columns, TMA over the [B·S, H, D] view (kernels/tiles.py); not tuned.
-    "mha_fwd_d96": {H: _FWD_D96, B: _FWD_D96},
-    "mha_fwd_d96_causal": {H: _FWD_CAUSAL, B: _FWD_CAUSAL},
-    "mha_bwd_d96": {H: _BWD_D96, B: _BWD_D96},
-    "mha_bwd_d96_causal": {H: _BWD_D96, B: _BWD_D96},
-}
+
+def config_for(task: Task) -> Any:
+    """The table's config for `task`."""
+    if task.family == "gemm":
+        return GEMM
+    if task.family == "attention_fwd":
+        return FWD
+    return BWD_D96 if task.dims["D"] == 96 else BWD
+
 
 KERNEL_MODULES: dict[str, ModuleType] = {"gemm": gemm, "attention_fwd": attention_fwd, "attention_bwd": attention_bwd}
 SWIZZLE = {0: "none", 1: "32B", 2: "64B", 3: "128B"}  # CUtensorMapSwizzle, as Triton's tensordesc_meta gives it
 
 
 def configured_tasks() -> list[str]:
-    return list(CONFIGS)
+    return list(TASKS)
 
 
 def kernel_module(task: Task) -> ModuleType:
@@ -86,8 +69,7 @@ def kernel_module(task: Task) -> ModuleType:
 
 def program_for(task: Task, arch: Arch, config: Any = None) -> Program:
     """The launches and scratch of `task` on `arch` under `config` (default: the table's)."""
-    cfg = config if config is not None else CONFIGS[task.name][arch]
-    return kernel_module(task).program(task, cfg, arch)
+    return kernel_module(task).program(task, config if config is not None else config_for(task), arch)
 
 
 # ------------------------------------------------------------------------------------- compiling
@@ -217,7 +199,7 @@ def build_answer(task: Task, arch: Arch, config: Any = None) -> tuple[str, list[
     import triton
 
     ptxas_version = _setup_toolchain()
-    cfg = config if config is not None else CONFIGS[task.name][arch]
+    cfg = config if config is not None else config_for(task)
     program = kernel_module(task).program(task, cfg, arch)
     compiled = []
     for launch in program.launches:

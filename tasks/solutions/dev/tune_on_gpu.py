@@ -10,7 +10,7 @@ worker; no profile). So every number this prints is one the harness would report
 answer (candidate 0, the generator's table entry) is measured beside its rivals in the same window.
 
 Prints a table and writes JSON to --out (default $OUT/tune.json, else ./tune.json). To adopt a result:
-paste its config into CONFIGS in generate.py, regenerate (`python -m tasks.solutions.dev.generate --arch all
+make it the table's config in generate.py, regenerate (`python -m tasks.solutions.dev.generate --arch all
 --check`) and run the tests.
 """
 
@@ -49,17 +49,17 @@ CANDIDATES: dict[str, list[Any]] = {
     "attention_bwd": [
         AttnBwdConfig(128, 64, 8, 3, 128, 64, 8, 3),
         AttnBwdConfig(128, 64, 8, 2, 128, 64, 8, 2),
-        AttnBwdConfig(128, 32, 8, 3, dq_mode="reduce"),
+        AttnBwdConfig(128, 32, 8, 3, 128, 32, 8, 3),
         AttnBwdConfig(64, 64, 4, 3, 64, 64, 4, 3),
     ],
 }
 
 
 def candidates(task: Task, quick: bool, only: list[int] | None) -> list[Any]:
-    from tasks.solutions.dev.generate import CONFIGS
+    from tasks.solutions.dev.generate import config_for
 
-    chosen = CONFIGS.get(task.name, {}).get(ARCH)
-    found = ([chosen] if chosen is not None else []) + [c for c in CANDIDATES[task.family] if c != chosen]
+    chosen = config_for(task)
+    found = [chosen] + [c for c in CANDIDATES[task.family] if c != chosen]
     if only:
         found = [c for i, c in enumerate(found) if i in only]
     return found[:QUICK] if quick else found

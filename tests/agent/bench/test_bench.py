@@ -42,8 +42,8 @@ def test_tasks_and_archs_resolve_names_aliases_and_groups() -> None:
 
 
 def test_plan_is_deterministic() -> None:
-    bench = plan("b", [GEMM, "mha_fwd_d128"], ["sm_90a"], 2, 4, ["single", "multi"], {"llm": "reference"})
-    again = plan("b", [GEMM, "mha_fwd_d128"], ["sm_90a"], 2, 4, ["single", "multi"], {"llm": "reference"})
+    bench = plan("b", [GEMM, "mha_with_lse_d128"], ["sm_90a"], 2, 4, ["single", "multi"], {"llm": "reference"})
+    again = plan("b", [GEMM, "mha_with_lse_d128"], ["sm_90a"], 2, 4, ["single", "multi"], {"llm": "reference"})
     assert bench.runs == again.runs
     assert [r.run_id for r in bench.runs[:4]] == [
         f"{GEMM}-sm_90a-single-s00",

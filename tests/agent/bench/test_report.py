@@ -68,7 +68,7 @@ def test_markdown(report: Path) -> None:
     headline = "| fixture-model | sm_90a | multi  | 8       | 4    | 75%     | 50%      | 75%      | 50%    |"
     assert headline in text  # correct 3/4, +targets 2/4, fast_0.8 3/4, fast_1 2/4
     assert (
-        "| fixture-model | gemm_n7168_k5120 | sm_90a | 2 | 83%    | 0%       | 50%           | 0%              |"
+        "| fixture-model | gemm_n7168_k5120  | sm_90a | 2 | 83%    | 0%       | 50%           | 0%              |"
         in text
     )
     assert "| fixture-model | multi  | 3    | 1      | 0          | 2        |" in text  # status at turn 3

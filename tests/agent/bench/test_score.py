@@ -4,7 +4,7 @@ without its targets, CE/ABI/RE/LE/TO/MM/UV/FMT the failing statuses.
 
 gemm (G), sm_90a:  single s00 P1.2T · s01 CE · s02 P0.6F · s03 MM
                    multi  m00 CE RE P0.5T P1.5T (solved) · m01 ABI TO MM MM P0.9F LE P0.8T MM
-mha_fwd_d128 (A):  single CE · MM · UV · FMT (none correct)
+mha_with_lse_d128 (A): single CE · MM · UV · FMT (none correct)
                    multi  m00 UV UV · m01 CE P2.0F MM (killed: unfinished)
 """
 

@@ -26,7 +26,7 @@ from tools.answer import AnswerError, extract_solution
 from tools.schema import Evaluation, Stage, StageResult, StageState, Status, Turn
 
 REPO = Path(__file__).resolve().parents[3]
-GEMM, ATTN = "gemm_n7168_k5120", "mha_fwd_d128"
+GEMM, ATTN = "gemm_n7168_k5120", "mha_with_lse_d128"
 RECORDED = {k: Evaluation.model_validate(v) for k, v in json.loads(fixture_text("evaluations.json")).items()}
 LONG_REASONING = "step " * 1500  # puts r4's pair well over a 1,200-token cap
 

@@ -1,9 +1,9 @@
-"""Flash-attention forward: O = softmax(scale·QKᵀ)V and LSE (natural log), tensors [B,S,H,D] in bf16.
+"""Flash-attention forward: O = softmax(scale·QKᵀ)V and LSE (natural log), tensors [B, H, S, D] in bf16.
 
-One program per (query block, batch·head). Q, K, V and O are read and written through TMA descriptors over
-the contiguous 2-D view [B·S, H·D]: the tile of batch b, rows s…s+BLOCK, head h sits at row b·S+s,
-column h·D, so each load is one box [BLOCK, D] (Triton splits it into 128-byte-swizzled halves). This
-needs S to be a multiple of the block sizes, else a box would run into the next batch's rows.
+One program per (query block, batch·head). Every tensor is read and written through a TMA descriptor over
+its contiguous 2-D view [B·heads·S, D] (heads.py): the tile of (batch, head, rows s…) is one box of
+[BLOCK, HEAD_DIM] at row (b·heads + h)·S + s. K and V may have fewer heads than Q (grouped-query
+attention): query head bh reads K/V head bh // KV_GROUP. This needs S to be a multiple of the blocks.
 
 The online softmax works in the exp2 domain (scores pre-multiplied by scale·log2 e, one FMA per
 element); the running max m and sum l give LSE = (m + log2 l)·ln 2 at the end. Causal attention splits
@@ -19,32 +19,16 @@ import triton
 import triton.language as tl
 
 from tasks.schema import Arch, Task
+from tasks.solutions.dev.kernels.heads import kv_group, padded_head_dim, row_view
 from tasks.solutions.dev.kernels.launch import Desc, KernelLaunch, Program, Ptr, Scalar
-from tasks.solutions.dev.kernels.tiles import head_block, head_column, head_view, load_tile, padded_head_dim, store_tile
 
 
 @triton.jit
-def _fwd_block_loop(
-    acc,
-    l_i,
-    m_i,
-    q,
-    k_desc,
-    v_desc,
-    row0,
-    col,
-    offs_m,
-    lo,
-    hi,
-    qk_scale,
-    BLOCK_N: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    SPLIT_HEADS: tl.constexpr,
-    MASKED: tl.constexpr,
-):
+def _fwd_block_loop(acc, l_i, m_i, q, k_desc, v_desc, kv_row, offs_m, lo, hi, qk_scale,
+                    BLOCK_N: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
     """Fold key blocks [lo, hi) into the running (acc, l, m); MASKED applies the causal mask."""
     for start_n in tl.range(lo, hi, BLOCK_N):
-        k = load_tile(k_desc, row0 + start_n, col, BLOCK_N, HEAD_DIM, SPLIT_HEADS)
+        k = k_desc.load([kv_row + start_n, 0])
         qk = tl.dot(q, k.T)
         if MASKED:
             offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -59,7 +43,7 @@ def _fwd_block_loop(
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = load_tile(v_desc, row0 + start_n, col, BLOCK_N, HEAD_DIM, SPLIT_HEADS)
+        v = v_desc.load([kv_row + start_n, 0])
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_new
     return acc, l_i, m_i
@@ -74,57 +58,40 @@ def attn_fwd_kernel(
     lse_ptr,
     sm_scale,
     S,
-    H,
     HEAD_DIM: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr,
-    SPLIT_HEADS: tl.constexpr,
+    KV_GROUP: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     if CAUSAL:
         pid_m = tl.num_programs(0) - 1 - pid_m  # the longest rows first
     bh = tl.program_id(1)
-    row0 = (bh // H) * S  # row of (b, s=0) in the [B·S, H·D] view
-    col = head_column(bh % H, HEAD_DIM, SPLIT_HEADS)
+    q_row = bh * S  # row of (b, h, s=0) in the [B·H·S, D] view
+    kv_row = (bh // KV_GROUP) * S
     m0 = pid_m * BLOCK_M
     offs_m = m0 + tl.arange(0, BLOCK_M)
     qk_scale = sm_scale * 1.4426950408889634  # scores in log2 units
 
-    q = load_tile(q_desc, row0 + m0, col, BLOCK_M, HEAD_DIM, SPLIT_HEADS)
+    q = q_desc.load([q_row + m0, 0])
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
     if CAUSAL:
         acc, l_i, m_i = _fwd_block_loop(
-            acc, l_i, m_i, q, k_desc, v_desc, row0, col, offs_m, 0, m0, qk_scale, BLOCK_N, HEAD_DIM, SPLIT_HEADS, False
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row, offs_m, 0, m0, qk_scale, BLOCK_N, False
         )
-        acc, l_i, m_i = _fwd_block_loop(
-            acc,
-            l_i,
-            m_i,
-            q,
-            k_desc,
-            v_desc,
-            row0,
-            col,
-            offs_m,
-            m0,
-            m0 + BLOCK_M,
-            qk_scale,
-            BLOCK_N,
-            HEAD_DIM,
-            SPLIT_HEADS,
-            True,
-        )
+        acc, l_i, m_i = _fwd_block_loop(acc, l_i, m_i, q, k_desc, v_desc, kv_row, offs_m, m0, m0 + BLOCK_M, qk_scale,
+                                        BLOCK_N, True)  # fmt: skip
     else:
         acc, l_i, m_i = _fwd_block_loop(
-            acc, l_i, m_i, q, k_desc, v_desc, row0, col, offs_m, 0, S, qk_scale, BLOCK_N, HEAD_DIM, SPLIT_HEADS, False
+            acc, l_i, m_i, q, k_desc, v_desc, kv_row, offs_m, 0, S, qk_scale, BLOCK_N, False
         )
 
     lse = (m_i + tl.math.log2(l_i)) * 0.6931471805599453  # back to natural log
-    tl.store(lse_ptr + bh * S + offs_m, lse)
-    store_tile(o_desc, row0 + m0, col, (acc / l_i[:, None]).to(tl.bfloat16), BLOCK_M, HEAD_DIM, SPLIT_HEADS)
+    tl.store(lse_ptr + q_row + offs_m, lse)
+    o_desc.store([q_row + m0, 0], (acc / l_i[:, None]).to(tl.bfloat16))
 
 
 @dataclass(frozen=True)
@@ -139,27 +106,21 @@ class AttnFwdConfig:
 
 
 def program(task: Task, cfg: AttnFwdConfig, arch: Arch) -> Program:
-    d = task.dims["D"]
-    causal = bool(task.params["causal"])
     if cfg.block_m % cfg.block_n:
         raise ValueError("BLOCK_M must be a multiple of BLOCK_N (the causal diagonal is whole key blocks)")
-    view, split = head_view(d)
+    hd = padded_head_dim(task.dims["D"])
+    q_view, kv_view = row_view(task, "Q"), row_view(task, "K")
     params = {
-        "q_desc": Desc("Q", view, head_block(cfg.block_m, d)),
-        "k_desc": Desc("K", view, head_block(cfg.block_n, d)),
-        "v_desc": Desc("V", view, head_block(cfg.block_n, d)),
-        "o_desc": Desc("O", view, head_block(cfg.block_m, d)),
+        "q_desc": Desc("Q", q_view, (cfg.block_m, hd)),
+        "k_desc": Desc("K", kv_view, (cfg.block_n, hd)),
+        "v_desc": Desc("V", kv_view, (cfg.block_n, hd)),
+        "o_desc": Desc("O", q_view, (cfg.block_m, hd)),
         "lse_ptr": Ptr("LSE"),
         "sm_scale": Scalar("rsqrt(D)", "fp32"),
         "S": Scalar("S", "i32"),
-        "H": Scalar("H", "i32"),
     }
-    constexprs = {"HEAD_DIM": padded_head_dim(d), "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "CAUSAL": causal,
-                  "SPLIT_HEADS": split}  # fmt: skip
+    constexprs = {"HEAD_DIM": hd, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
+                  "CAUSAL": bool(task.params["causal"]), "KV_GROUP": kv_group(task)}  # fmt: skip
     grid = (f"cdiv(S,{cfg.block_m})", "B*H", 1)
     return Program([KernelLaunch(fn=attn_fwd_kernel, params=params, grid=grid, num_warps=cfg.num_warps,
-                         num_stages=cfg.num_stages, constexprs=constexprs)])  # fmt: skip
-
-
-def supports(task: Task) -> bool:
-    return task.family == "attention_fwd"
+                                 num_stages=cfg.num_stages, constexprs=constexprs)])  # fmt: skip

@@ -141,7 +141,3 @@ def program(task: Task, cfg: GemmConfig, arch: Arch) -> Program:
         fn, grid = gemm_kernel, (tiles, 1, 1)
     return Program([KernelLaunch(fn=fn, params=params, grid=grid, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
                          constexprs=constexprs)])  # fmt: skip
-
-
-def supports(task: Task) -> bool:
-    return task.family == "gemm"
