@@ -1,7 +1,8 @@
-"""The agent commands' command line, one style for all of them: `key=value` settings (dotted keys reach nested
-ones, e.g. llm.model=M), positional paths where a command takes them, and `help`, `-h` or `--help` to print
-every setting with its default. `--key value`, `--flag` and `--no-flag` are accepted too, as aliases of
-`key=value`, `flag=true` and `flag=false` (dashes in the key read as underscores).
+"""The agent commands' command line, one style for all of them: `key=value` settings read into a pydantic
+model (dotted keys reach nested models: `lora.r=32`, `llm.extra.top_p=0.95`), positional paths where a
+command takes them, and `help`, `-h` or `--help` to print every setting with its description and default.
+`--key value` and `--key=value` mean `key=value` ('-' in a key reads as '_'), and for a boolean setting
+`--flag` and `--no-flag` mean `flag=true` and `flag=false`.
 
 A usage or configuration problem is a ConfigError; the command prints it as one `error:` line and exits 2.
 """
@@ -11,12 +12,10 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-from collections.abc import Callable, Collection, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Collection
+from typing import Any, TypeVar, get_origin
 
 from pydantic import BaseModel, ValidationError
-
-from tools.answer import format_validation_error
 
 HELP_WORDS = ("help", "-h", "--help")
 M = TypeVar("M", bound=BaseModel)
@@ -30,16 +29,45 @@ def wants_help(argv: list[str]) -> bool:
     return bool(argv) and (argv[0] == "help" or any(w in ("-h", "--help") for w in argv))
 
 
+def read(model: type[M], argv: list[str], positional: str | None = None) -> M:
+    """The settings `argv` gives, validated. The words without '=' (paths) become the list field
+    `positional`; a command without one refuses them."""
+    flags = {keys(model)[name] for name, f in model.model_fields.items() if f.annotation is bool}
+    paths, pairs = split_argv(argv, flags)
+    if paths and positional is None:
+        raise ConfigError(f"unexpected word {paths[0]!r}: settings are key=value")
+    tree = nest(model, pairs, positional)
+    if positional is not None and paths:
+        tree[positional] = paths
+    try:
+        return model.model_validate(tree)
+    except ValidationError as e:
+        problems = "; ".join(_problem(item, positional) for item in e.errors())
+        raise ConfigError(f"invalid settings: {problems}") from None
+
+
+def _problem(item: dict[str, Any], positional: str | None) -> str:
+    """One validation error in a line, as a user would name the setting."""
+    where = ".".join(str(part) for part in item["loc"]) or "settings"
+    if item["type"] == "missing":
+        return f"no {positional} given (name them as paths)" if where == positional else f"{where} is required"
+    if item["type"] == "value_error":  # our validators name the value themselves
+        return f"{where}: {item['msg'].removeprefix('Value error, ')}"
+    return f"{where}: {item['msg']} (got {item.get('input')!r})"
+
+
 def split_argv(argv: list[str], flags: Collection[str] = ()) -> tuple[list[str], dict[str, str]]:
-    """(positional words, key=value settings) of a command line. `--key value` reads as key=value, and for
-    the boolean settings named in `flags`, `--key` as key=true and `--no-key` as key=false."""
+    """(positional words, key=value settings) of a command line, aliases read as settings."""
     positional, words = [], []
     i = 0
     while i < len(argv):
         word = argv[i]
         if word.startswith("--") and "=" not in word:
             key = word[2:].replace("-", "_")
-            if key in flags:
+            if key in flags and i + 1 < len(argv) and argv[i + 1].lower() in ("true", "false"):
+                words.append(f"{key}={argv[i + 1]}")  # --allow-mixed true
+                i += 1
+            elif key in flags:
                 words.append(f"{key}=true")
             elif key.startswith("no_") and key[3:] in flags:
                 words.append(f"{key[3:]}=false")
@@ -73,40 +101,91 @@ def parse_pairs(words: list[str]) -> dict[str, str]:
     return pairs
 
 
-def check_keys(keys: Collection[str], known: Collection[str], prefix: str = "") -> None:
+def keys(model: type[BaseModel]) -> dict[str, str]:
+    """Field name → the key a user types for it (its alias, where it has one)."""
+    return {name: field.alias or name for name, field in model.model_fields.items()}
+
+
+def check_keys(given: Collection[str], known: Collection[str], prefix: str = "") -> None:
     """ConfigError for the first key not in `known`, with the closest known one as a suggestion."""
-    for key in keys:
+    for key in given:
         if key in known:
             continue
-        close = difflib.get_close_matches(key, list(known), n=1)
-        hint = f"; did you mean {prefix}{close[0]}?" if close else ""
-        raise ConfigError(f"unknown key {prefix}{key}{hint} (known: {', '.join(prefix + k for k in known)})")
+        close = difflib.get_close_matches(prefix + key, [prefix + k for k in known], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"unknown setting {prefix}{key}{hint} (known: {', '.join(prefix + k for k in known)})")
 
 
-def keys(model: type[BaseModel]) -> list[str]:
-    """The keys a user types for `model`'s settings (a field's alias, where it has one)."""
-    return [field.alias or name for name, field in model.model_fields.items()]
+def nest(model: type[BaseModel], pairs: dict[str, str], positional: str | None = None) -> dict[str, Any]:
+    """{'lora.r': '8'} → {'lora': {'r': '8'}}, every key checked against the model's fields; a nested model
+    given a bare value (llm=openai) sets its `name`; 'null' unsets an optional setting."""
+    tree: dict[str, Any] = {}
+    for key, value in pairs.items():
+        parts = key.split(".")
+        if parts[0] == positional:
+            raise ConfigError(f"give the {positional} as paths on the command line, not as {key}=…")
+        node, current, prefix = tree, model, ""
+        for index, part in enumerate(parts):
+            typed = {typed_key: name for name, typed_key in keys(current).items()}
+            check_keys([part], [k for k in typed if k not in (positional, "name")], prefix)
+            name = typed[part]
+            sub = _submodel(current, name)
+            last = index == len(parts) - 1
+            if sub is None and not last and _is_dict(current, name):
+                node.setdefault(part, {})[".".join(parts[index + 1 :])] = value  # llm.extra.top_p=0.95
+                break
+            if last:
+                if sub is None:
+                    node[part] = None if value == "null" else value
+                elif "name" in sub.model_fields:
+                    node.setdefault(part, {})["name"] = value
+                else:
+                    example = f"{prefix + part}.{next(iter(sub.model_fields))}"
+                    raise ConfigError(f"{prefix + part} takes sub-keys, e.g. {example}=…")
+            elif sub is None:
+                raise ConfigError(f"{prefix + part} has no sub-keys (got {key})")
+            else:
+                node = node.setdefault(part, {})
+                current, prefix = sub, f"{prefix}{part}."
+    return tree
 
 
-def settings(model: type[M], pairs: Mapping[str, str]) -> M:
-    """A flat settings model from key=value pairs ('null' unsets an optional setting)."""
-    check_keys(pairs, keys(model))
-    try:
-        return model.model_validate({k: None if v == "null" else v for k, v in pairs.items()})
-    except ValidationError as e:
-        raise ConfigError("invalid settings:\n" + format_validation_error(e)) from None
+def _submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    annotation = model.model_fields[name].annotation
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
-def described(model: type[BaseModel], prefix: str = "", skip: Collection[str] = ()) -> list[str]:
-    """One help line per setting of `model`: its key, its description and its default."""
+def _is_dict(model: type[BaseModel], name: str) -> bool:
+    annotation = model.model_fields[name].annotation
+    return annotation is dict or get_origin(annotation) is dict
+
+
+def described(
+    model: type[BaseModel], prefix: str = "", skip: Collection[str] = (), positional: str | None = None,
+    metavar: str = "PATH …",
+) -> list[str]:  # fmt: skip
+    """One help line per setting of `model` (nested models under their doc's first line): key, description,
+    default. `skip`: fields described elsewhere; `positional` is shown as `metavar`."""
     lines = []
     for name, field in model.model_fields.items():
-        if name in skip:
+        if name in skip or (name == "name" and prefix):  # a nested model's kind is its bare value (llm=openai)
+            continue
+        key = prefix + (field.alias or name)
+        sub = _submodel(model, name)
+        if sub is not None:
+            lines += [f"  {key}: {(sub.__doc__ or '').strip().splitlines()[0]}", *described(sub, key + ".")]
             continue
         value = None if field.is_required() else field.get_default(call_default_factory=True)
         default = "" if value is None else f" [{_show(value)}]"
-        lines.append(f"  {prefix + (field.alias or name):<20} {field.description}{default}")
+        lines.append(f"  {metavar if name == positional else key:<22} {field.description}{default}")
     return lines
+
+
+def usage(model: type[BaseModel], synopsis: str, about: str, positional: str | None = None,
+          metavar: str = "PATH …") -> str:  # fmt: skip
+    """A command's help: its synopsis, what it does, and every setting."""
+    return "\n".join([f"usage: {synopsis}", "", about.strip(), "", "settings (key=value; --key value too):",
+                      *described(model, positional=positional, metavar=metavar)])  # fmt: skip
 
 
 def _show(value: Any) -> str:
@@ -126,5 +205,5 @@ def run(usage: Callable[[], str], main: Callable[[list[str]], int], argv: list[s
     try:
         return main(argv)
     except ConfigError as e:
-        print(f"error: {e}\n(add help to see every setting)", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2

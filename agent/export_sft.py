@@ -6,19 +6,16 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
 from agent import cli
 from agent.loop.store import find_runs
 from agent.sft.export import ExportSettings, export
 
-FLAGS = {name for name, f in ExportSettings.model_fields.items() if f.annotation is bool}
+SYNOPSIS = "python -m agent.export_sft DIR… format=fixit|kernelgen out=FILE.jsonl [key=value …]"
 
 
 def usage() -> str:
-    return "\n".join(["usage: python -m agent.export_sft DIR… format=fixit|kernelgen out=FILE.jsonl [key=value …]",
-                      "", __doc__.split("\n\n")[0], "", "settings (--key value and --flag / --no-flag work too):",
-                      *cli.described(ExportSettings)])  # fmt: skip
+    return cli.usage(ExportSettings, SYNOPSIS, __doc__, "dirs", "DIR …")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,15 +23,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _export(argv: list[str]) -> int:
-    words, pairs = cli.split_argv(argv, flags=FLAGS)
-    settings = cli.settings(ExportSettings, pairs)
-    dirs = [Path(w) for w in words]
-    missing = [str(d) for d in dirs if not d.is_dir()]
-    if not dirs or missing:
-        raise cli.ConfigError(f"no such folder: {', '.join(missing)}" if missing else "name the run folders: DIR…")
-    folders = find_runs(dirs)
+    settings = cli.read(ExportSettings, argv, "dirs")
+    missing = [str(d) for d in settings.dirs if not d.is_dir()]
+    if missing:
+        raise cli.ConfigError(f"no such folder: {', '.join(missing)}")
+    folders = find_runs(settings.dirs)
     if not folders:
-        raise cli.ConfigError(f"no run folders under {', '.join(map(str, dirs))}")
+        raise cli.ConfigError(f"no run folders under {', '.join(map(str, settings.dirs))}")
     done = export(folders, settings, shlex.join(["python", "-m", "agent.export_sft", *argv]))
     for s in done.skipped:
         print(f"warning: skipped {s}", file=sys.stderr)

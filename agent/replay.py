@@ -20,13 +20,14 @@ from tools.gpu.service import GpuService
 
 
 class ReplaySettings(BaseModel):
+    dirs: list[Path] = Field(min_length=1, description="Run folders, or folders of runs (a bench).")
     device: int = Field(0, ge=0, description="CUDA device index.")
     json_: bool = Field(False, alias="json", description="Print JSON (one object per attempt) instead of tables.")
 
 
 def usage() -> str:
-    return "\n".join(["usage: python -m agent.replay RUN_DIR… [device=N] [json=true]", "", __doc__.split("\n\n")[0],
-                      "", "settings:", *cli.described(ReplaySettings)])  # fmt: skip
+    return cli.usage(ReplaySettings, "python -m agent.replay RUN_DIR… [device=N] [json=true]", __doc__, "dirs",
+                     "RUN_DIR …")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,17 +35,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _replay(argv: list[str]) -> int:
-    dirs, pairs = cli.split_argv(argv, flags={"json"})
-    settings = cli.settings(ReplaySettings, pairs)
-    if not dirs:
-        raise cli.ConfigError("name the runs to replay: python -m agent.replay RUN_DIR…")
+    settings = cli.read(ReplaySettings, argv, "dirs")
     try:
-        trajs = [f.trajectory() for f in find_runs([Path(d) for d in dirs])]
+        trajs = [f.trajectory() for f in find_runs(settings.dirs)]
         archs = [problem(traj)[1] for traj in trajs]
     except (UnknownName, ValueError) as e:  # a run folder's files that do not parse (RunFolderError is one)
         raise cli.ConfigError(str(e)) from None
     if not trajs:
-        raise cli.ConfigError(f"no run folders under {', '.join(dirs)}")
+        raise cli.ConfigError(f"no run folders under {', '.join(map(str, settings.dirs))}")
     results = []
     with GpuService(device=settings.device) as gpu:
         for traj, arch in zip(trajs, archs, strict=True):

@@ -15,12 +15,12 @@ from agent.loop.store import find_runs
 
 
 class ReportSettings(BaseModel):
+    dirs: list[Path] = Field(min_length=1, description="Bench folders, runs dirs or run folders.")
     out: Path | None = Field(None, description="Where to write the report (default: the first DIR's report/).")
 
 
 def usage() -> str:
-    return "\n".join(["usage: python -m agent.report DIR… [out=DIR]", "", __doc__.split("\n\n")[0], "",
-                      "settings:", *cli.described(ReportSettings)])  # fmt: skip
+    return cli.usage(ReportSettings, "python -m agent.report DIR… [out=DIR]", __doc__, "dirs", "DIR …")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,11 +28,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(argv: list[str]) -> int:
-    words, pairs = cli.split_argv(argv)
-    settings = cli.settings(ReportSettings, pairs)
-    dirs = [Path(w) for w in words]
-    if not dirs:
-        raise cli.ConfigError("name the runs to report on: python -m agent.report DIR…")
+    settings = cli.read(ReportSettings, argv, "dirs")
+    dirs = settings.dirs
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
         raise cli.ConfigError(f"not a folder: {', '.join(missing)}")

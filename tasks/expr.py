@@ -10,9 +10,13 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import threading
 from collections.abc import Callable, Mapping
 
 MAX_LENGTH = 200
+# CPython 3.11's parser is not safe to enter from several threads at once (a bench evaluates expressions in
+# many): "AST constructor recursion depth mismatch". One parse at a time; they take microseconds.
+PARSE_LOCK = threading.Lock()
 MAX_MAGNITUDE = 2**63
 
 
@@ -61,7 +65,8 @@ def evaluate(expr: int | float | str, dims: Mapping[str, int], *, floating: bool
     if len(expr) > MAX_LENGTH:
         raise ExprError(f"expression longer than {MAX_LENGTH} characters")
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        with PARSE_LOCK:
+            tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError as e:
         raise ExprError(f"{expr!r} is not a valid expression ({e.msg})") from None
     walker = _Walker(dims, floating)
@@ -76,7 +81,8 @@ def names_in(expr: int | str) -> set[str]:
     if not isinstance(expr, str):
         return set()
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        with PARSE_LOCK:
+            tree = ast.parse(expr.strip(), mode="eval")
     except SyntaxError:
         return set()
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}

@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 from string import Template
 
-from tasks.expr import evaluate
+from tasks.expr import PARSE_LOCK, evaluate
 from tasks.schema import Arch, Task
 from tools.assemble import compile_ptx
 from tools.toolchain import ToolNotFound, find_tool
@@ -135,7 +135,8 @@ def reference_source(task: Task) -> str:
 
 @cache
 def _functions_source(text: str, names: tuple[str, ...]) -> str:
-    tree = ast.parse(text)
+    with PARSE_LOCK:  # see tasks/expr.py: bench threads render prompts at once
+        tree = ast.parse(text)
     functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     wanted: list[str] = []
 

@@ -1,2 +1,2 @@
-"""Supervised fine-tuning data from run folders: fix-it and kernel-generation examples, filters, data cards,
-and teacher repairs mined through the repair loop."""
+"""Supervised fine-tuning from run folders: fix-it and kernel-generation examples, filters, data cards, teacher
+repairs mined through the repair loop; and using that data: reasoning synthesis and LoRA training (TRL, PEFT)."""

@@ -115,7 +115,7 @@ def examples(trajectory: Trajectory, kind: Kind) -> list[Example]:
     for turn in trajectory.turns:
         here = Origin(trajectory.run_id, turn.index, model)
         if turn.evaluation.status is Status.PASSED:
-            if kind == "kernelgen":
+            if kind == "kernelgen" and _has_prompts(turn):
                 found.append(_kernelgen(config, turn, here))
             elif previous is not None and previous[1] in FAILED and _has_feedback_turn(turn):
                 found.append(_fixit(config, turn, here, *previous))
@@ -136,10 +136,15 @@ def collect(folders: list[RunFolder], kind: Kind) -> tuple[list[Example], list[s
     return sorted(found, key=lambda e: (e.task, e.arch, e.id)), skipped
 
 
+def _has_prompts(turn: Turn) -> bool:
+    """The turn records the system and task prompts it was sent, first (a turn that does not teaches nothing)."""
+    return [m.role for m in turn.messages[:2]] == ["system", "user"]
+
+
 def _has_feedback_turn(turn: Turn) -> bool:
     """The turn was sent an earlier answer and its feedback (its last two messages) after the prompts."""
     roles = [m.role for m in turn.messages]
-    return len(roles) >= 4 and roles[:2] == ["system", "user"] and roles[-2:] == ["assistant", "user"]
+    return len(roles) >= 4 and _has_prompts(turn) and roles[-2:] == ["assistant", "user"]
 
 
 def _fixit(config: RunConfig, turn: Turn, answer: Origin, wrong: Origin, status: str) -> Example:

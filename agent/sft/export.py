@@ -30,6 +30,7 @@ class ExportSettings(BaseModel):
     """What to export, and the filters, in the order they run."""
 
     model_config = ConfigDict(extra="forbid")
+    dirs: list[Path] = Field(min_length=1, description="Run folders, or folders holding them.")
     format: Literal["fixit", "kernelgen"] = Field(description="fixit pairs or kernel generation (required).")
     out: Path = Field(description="The output FILE.jsonl (required).")
     require_targets: bool = Field(False, description="The trained answer's required target instructions ran.")

@@ -56,7 +56,7 @@ def test_offline_policies() -> None:
         (["task=gemm", "task=gemm"], "task is given twice"),
         (["task=gemm", "arch=sm_90a", "llm.extra=[1]"], "llm.extra must be a JSON object"),
         (["task=gemm", "arch=sm_90a", "llm=scripted"], "llm.path: required field is missing"),
-        (["task=gemm", "arch=sm_90a", "eval.trails=2"], "unknown key eval.trails; did you mean eval.trials?"),
+        (["task=gemm", "arch=sm_90a", "eval.trails=2"], "unknown setting eval.trails; did you mean eval.trials?"),
         (["task=gemm", "arch=sm_90a", "eval=1"], "eval takes sub-keys"),
         (["task=gemm", "arch=sm_90a", "max_turns.x=1"], "max_turns has no sub-keys"),
         (["task=gemm", "arch=sm_90a", "max_wall_s=-1"], "max_wall_s: Input should be greater than 0"),

@@ -37,7 +37,7 @@ def cli(*args: str) -> subprocess.Popen:
     ("args", "message"),
     [
         (["task=gemm"], "arch required, e.g. task=gemm arch=sm_90a"),
-        (["task=gemm", "arch=sm_90a", "max_turn=3"], "unknown key max_turn; did you mean max_turns?"),
+        (["task=gemm", "arch=sm_90a", "max_turn=3"], "unknown setting max_turn; did you mean max_turns?"),
         (["task=gemm", "arch=sm_80"], "unknown arch 'sm_80'"),
         (["task=gemmm", "arch=sm_90a"], "unknown task 'gemmm'"),
         (["task=gemm", "arch=sm_90a", "max_turns=0"], "max_turns: Input should be greater than or equal to 1"),

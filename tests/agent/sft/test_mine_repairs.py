@@ -174,7 +174,7 @@ def test_seed_setting_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture) 
     base = ["task=gemm", "arch=sm_90a", "llm=reference", f"runs_dir={tmp_path / 'seeded'}"]
     for args, message in (
         (["seed=1"], "seed takes sub-keys, e.g. seed.run=RUN seed.turn=2"),
-        ([f"seed.run={folder.path}", "seed.turns=1"], "unknown key seed.turns; did you mean seed.turn?"),
+        ([f"seed.run={folder.path}", "seed.turns=1"], "unknown setting seed.turns; did you mean seed.turn?"),
         ([f"seed.run={folder.path}", "seed.turn=0"], "seed.turn: Input should be greater than or equal to 1"),
         ([f"seed.run={tmp_path / 'nowhere'}", "seed.turn=1"], "is not a run folder"),
         ([f"seed.run={folder.path}", "seed.turn=2"], "has no turn 2 (1 turns recorded)"),
