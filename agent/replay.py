@@ -1,7 +1,7 @@
 """`python -m agent.replay RUN_DIR… [device=N] [json=true]`: every recorded attempt that has a solution,
-evaluated again on this machine, next to what was recorded (agent/bench/replay.py says what each flag
-means). RUN_DIR may be a run folder or a folder of runs. Exit status 0, whatever diverged; 2 when RUN_DIR
-holds no run or a run cannot be read."""
+evaluated again on this machine, next to what was recorded: both speedups, their ratio and the two
+measurements' combined spread (agent/bench/replay.py says what each flag means). RUN_DIR may be a run folder
+or a folder of runs. Exit status 0, whatever diverged; 2 when RUN_DIR holds no run or a run cannot be read."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from tools.pipeline import abi_stage, compile_stage, sass_stage
 from tools.plan import SpecError, plan_launches
 from tools.schema import StageState
 
-DEFAULT_TIMEOUT_S = EvalOptions().timeout_s
+DEFAULT_TIMEOUT_S = EvalOptions().compile_timeout_s
 
 
 class InputError(Exception):

@@ -27,10 +27,12 @@ def render(ev: Evaluation) -> str:
         for text in stage.message.splitlines()[:14]:
             lines.append(f"           {text}")
     if ev.speedup is not None:
+        low, high = ev.speedup_interval or (ev.speedup, ev.speedup)
         lines.append(
-            f"speedup {ev.speedup:.3f}×: {ev.kernel_ms:.4f} ms vs baseline {ev.baseline_ms:.4f} ms, "
-            f"{ev.tflops:.0f} TFLOP/s"
+            f"speedup {ev.speedup:.3f}× (interval {low:.3f}–{high:.3f}×): {ev.kernel_ms:.4f} ms vs baseline "
+            f"{ev.baseline_ms:.4f} ms, {ev.tflops:.0f} TFLOP/s"
         )
+    lines += [f"timing: {flag}" for flag in ev.timing_flags]
     if ev.targets_met is not None:
         lines.append(f"targets met: {ev.targets_met}; executed: {ev.target_counts}; paper tag: {ev.paper_tag}")
     return "\n".join(lines)

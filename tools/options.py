@@ -15,4 +15,19 @@ class EvalOptions(BaseModel):
     time: bool = Field(True, description="Time the kernel against the baseline.")
     profile: bool = Field(True, description="Count executed target instructions with Nsight Compute.")
     memcheck: bool = Field(False, description="Run compute-sanitizer's memcheck on the candidate's kernels.")
-    timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit for the GPU stages of one attempt (s).")
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Wall-clock limit of each of the run and check stages (s); unset: from the task's FLOPs at "
+        "floor_tflops (tools/gpu/limits.py).",
+    )
+    floor_tflops: float = Field(
+        50.0, gt=0, description="The slowest rate (TFLOP/s) the default run and check limits allow for a kernel."
+    )
+    speedup_ceiling: float = Field(
+        3.0,
+        gt=0,
+        description="A speedup above this is re-measured and re-checked on fresh inputs before it is reported, "
+        "and flagged if it stands.",
+    )
+    compile_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit for ptxas and NVRTC (s).")

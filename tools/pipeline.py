@@ -143,7 +143,7 @@ def build(static: Static, task: Task, arch: Arch, options: EvalOptions) -> Stati
     if static.failed or static.solution is None or static.plan is None:
         return static
     sol = static.solution
-    stage, compiled = compile_stage(sol.language, sol.source, arch, options.timeout_s)
+    stage, compiled = compile_stage(sol.language, sol.source, arch, options.compile_timeout_s)
     stages = [*static.stages, stage]
     if stage.state is StageState.FAILED:
         return static.model_copy(update={"stages": stages})

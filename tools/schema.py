@@ -191,10 +191,27 @@ class Evaluation(BaseModel):
     stages: list[StageResult] = Field(default_factory=list)
     solution_hash: str | None = None
     device: str | None = Field(None, description="GPU name the GPU stages ran on.")
-    kernel_ms: float | None = None
-    baseline_ms: float | None = None
-    speedup: float | None = Field(None, description="baseline_ms / kernel_ms; only for correct attempts.")
-    tflops: float | None = None
+    kernel_ms: float | None = Field(None, description="Median of the candidate's timed runs (cold L2).")
+    baseline_ms: float | None = Field(
+        None, description="Median of the baseline's runs, interleaved with the candidate's in the same window."
+    )
+    speedup: float | None = Field(
+        None,
+        description="Paired: the median over alternating blocks of (baseline median / candidate median) in the "
+        "block (tools/gpu/timing.py); only for correct attempts. The paper's separate-medians figure is in the "
+        "time stage's detail (`paper`).",
+    )
+    speedup_interval: list[float] | None = Field(
+        None,
+        description="[lowest, highest] per-block ratio: holds the true median ratio with probability "
+        "1 − 2^(1−blocks) (97% for 6 blocks).",
+    )
+    timing_flags: list[str] = Field(
+        default_factory=list,
+        description="What makes the timing doubtful: 'noisy — …' (blocks that disagree, or a thermal or hardware "
+        "slowdown, with the throttling seen), 'above the ceiling — …' (re-measured and re-checked, it stands).",
+    )
+    tflops: float | None = Field(None, description="The task's FLOPs / kernel_ms.")
     targets_met: bool | None = Field(None, description="All required target groups executed (profile).")
     target_counts: dict[str, int] | None = Field(None, description="Executed warp-level count per group.")
     paper_tag: bool | None = Field(None, description="The paper's run-time arch-specific tag.")
@@ -202,11 +219,12 @@ class Evaluation(BaseModel):
     @model_validator(mode="after")
     def _metrics_match_stages(self) -> Evaluation:
         """Each figure comes from the stage that measures it, so none can be reported without its evidence."""
-        if self.speedup is not None and self.status is not Status.PASSED:
+        if (self.speedup, self.speedup_interval) != (None, None) and self.status is not Status.PASSED:
             raise ValueError(f"a speedup is only reported for a passed attempt, not {self.status}")
         needs = [
             (self.status is Status.PASSED, Stage.CHECK, "status 'passed'"),
             (self.kernel_ms is not None, Stage.TIME, "kernel_ms"),
+            (bool(self.timing_flags), Stage.TIME, "timing_flags"),
             (self.targets_met is not None, Stage.PROFILE, "targets_met"),
         ]
         for present, stage, what in needs:

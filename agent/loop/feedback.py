@@ -110,6 +110,7 @@ def timing_table(evaluation: Evaluation, task: Task) -> str:
     rows += [f"| {who} | {ms:.4f} | {flops / ms / 1e9:,.0f} |" for who, ms in measured if ms is not None]
     if evaluation.speedup is not None:
         rows.append(f"\nSpeedup: {evaluation.speedup:.3f}× the baseline.")
+    rows += [f"timing: {flag}" for flag in evaluation.timing_flags]
     time_stage = evaluation.stage(Stage.TIME)
     if time_stage and time_stage.message:
         rows.append(cut(time_stage.message, 600))

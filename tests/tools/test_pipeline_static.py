@@ -128,7 +128,11 @@ def test_evaluate_solution_skips_extraction_parsing():
 def test_status_and_metrics_must_agree():
     with pytest.raises(ValidationError, match="a speedup is only reported for a passed attempt"):
         Evaluation(task=GEMM.name, arch=Arch.SM_90A, status=Status.UNVERIFIED, speedup=1.2)
+    with pytest.raises(ValidationError, match="a speedup is only reported for a passed attempt"):
+        Evaluation(task=GEMM.name, arch=Arch.SM_90A, status=Status.MISMATCH, speedup_interval=[1.1, 1.3])
     with pytest.raises(ValidationError, match="status 'passed' needs a passed check stage"):
         Evaluation(task=GEMM.name, arch=Arch.SM_90A, status=Status.PASSED)
     check = StageResult(name=Stage.CHECK, state=StageState.PASSED)
+    with pytest.raises(ValidationError, match="timing_flags needs a passed time stage"):
+        Evaluation(task=GEMM.name, arch=Arch.SM_90A, status=Status.PASSED, stages=[check], timing_flags=["noisy — x"])
     assert Evaluation(task=GEMM.name, arch=Arch.SM_90A, status=Status.PASSED, stages=[check], speedup=0.9).correct

@@ -1,11 +1,18 @@
-"""`python -m tools.dev.bench_harness [--answer FILE] [--out DIR]`: what the harness costs and how far its
-timings can be trusted, on the GEMM task with a GPU (a script, not a test; figures go into README).
+"""`python -m tools.dev.bench_harness [--out DIR] [--repeats N]`: what the harness costs and how far its timings
+can be trusted, on an H200 (a script, not a test; its figures go into README's Performance section). Each
+part runs on its own, so one that fails leaves the others' figures; the JSON goes to DIR/bench_harness.json
+and a short table is printed last.
 
-- per-attempt wall time of each stage, first with a cold worker, then warm (median of --repeats);
-- the cost of a worker restart;
-- fidelity: the harness's timing of the candidate and of cuBLAS against triton.testing.do_bench in its
-  cold-cache mode, alternating in one process; the spread of the harness's figures between repeats and
-  between attempts."""
+- reproducibility: the GEMM and forward-attention reference answers, each evaluated N times in separate worker
+  processes: the paired speedup's max/min − 1 (the target is ≤ 2%), and the paper's separate-medians figure
+  from the same evaluations beside it;
+- cost: per-stage wall time of an attempt (the Triton TMA GEMM fixture) on the GEMM task with a warm worker
+  (median of N), extract → time with paired timing included (the target is ≤ 1.5 s), the first attempt's,
+  and a worker restart's;
+- hang: a kernel that never finishes, on the GEMM task with the default limits: reported as a time-out (the
+  target is < 15 s), and the next answer passes on the restarted worker;
+- fidelity: the harness's cold-L2 timing of the Triton TMA GEMM fixture and of cuBLAS against
+  triton.testing.do_bench, alternating in one process."""
 
 from __future__ import annotations
 
@@ -13,23 +20,111 @@ import argparse
 import json
 import statistics
 import time
+import traceback
 from pathlib import Path
+from typing import Any
 
 from tasks import get_task
 from tasks.schema import Arch
+from tasks.solutions import reference_answer
+from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
-from tools.schema import Status
+from tools.schema import Evaluation, Stage, Status
 
-DEFAULT_ANSWER = Path(__file__).parents[1] / "tests" / "fixtures" / "gpu" / "triton_gemm_tma.md"
+ARCH = Arch.SM_90A
+FIXTURE = Path(__file__).parents[2] / "tests" / "fixtures" / "gpu" / "triton_gemm_tma.md"
+TO_TIME = ("extract", "compile", "sass", "abi", "run", "check", "time")
 
 
-def stage_times(evaluation) -> dict[str, float]:
+def stage_times(evaluation: Evaluation) -> dict[str, float]:
     return {str(s.name): round(s.seconds, 3) for s in evaluation.stages}
 
 
-def fidelity(answer: str, task, arch: Arch, repeats: int = 3) -> dict:
-    """The harness's timing (tools.gpu.timing.time_cold) against triton.testing.do_bench (cold cache,
+def wobble(values: list[float]) -> float:
+    return max(values) / min(values) - 1
+
+
+def answer_for(alias: str) -> str:
+    text = reference_answer(get_task(alias).name, ARCH)
+    if text is None:
+        raise FileNotFoundError(f"no reference answer for {alias} on {ARCH}")
+    return text
+
+
+def reproducibility(alias: str, repeats: int) -> dict[str, Any]:
+    """The same answer, the same inputs, a fresh worker process for each evaluation."""
+    task, answer = get_task(alias), answer_for(alias)
+    runs = []
+    with GpuService() as gpu:
+        for _ in range(repeats):
+            gpu.restart()
+            ev = evaluate_answer(answer, task, ARCH, EvalOptions(seed=11, profile=False), gpu)
+            if ev.status is not Status.PASSED:
+                raise RuntimeError(f"{alias}: {ev.status}: {ev.message}")
+            detail = ev.stage(Stage.TIME).detail
+            runs.append({
+                "speedup": ev.speedup,
+                "interval": ev.speedup_interval,
+                "kernel_ms": ev.kernel_ms,
+                "baseline_ms": ev.baseline_ms,
+                "paper_speedup": detail["paper"]["speedup"],
+                "paper_baseline_trials_ms": detail["paper"]["baseline"]["trial_medians"],
+                "flags": ev.timing_flags,
+                "gpu_state": detail["gpu_state"],
+                "time_stage_s": ev.stage(Stage.TIME).seconds,
+            })  # fmt: skip
+    paired, paper = [r["speedup"] for r in runs], [r["paper_speedup"] for r in runs]
+    return {"task": task.name, "runs": runs, "paired": paired, "paper": paper,
+            "paired_wobble": wobble(paired), "paper_wobble": wobble(paper)}  # fmt: skip
+
+
+def cost(repeats: int) -> dict[str, Any]:
+    """Per-attempt wall time on the GEMM task: the first attempt (worker start included), then warm ones; the
+    Triton TMA GEMM fixture, as the figures from before paired timing were measured."""
+    task, answer = get_task("gemm"), FIXTURE.read_text()
+    options = EvalOptions(seed=11)
+    with GpuService() as gpu:
+        start = time.perf_counter()
+        cold = evaluate_answer(answer, task, ARCH, options, gpu)
+        first = {"wall_s": time.perf_counter() - start, "worker_start_s": gpu.last_start_s,
+                 "stages": stage_times(cold), "status": cold.status}  # fmt: skip
+        warm = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            ev = evaluate_answer(answer, task, ARCH, options, gpu)
+            warm.append((time.perf_counter() - start, ev))
+        restarts = [round(gpu.restart(), 2) for _ in range(3)]
+    stages = {name: statistics.median(stage_times(ev)[name] for _, ev in warm) for name in stage_times(warm[0][1])}
+    return {
+        "first": first,
+        "warm_wall_s": statistics.median(w for w, _ in warm),
+        "warm_stages_s": stages,
+        "extract_to_time_s": sum(stages.get(name, 0.0) for name in TO_TIME),
+        "statuses": [ev.status for _, ev in warm],
+        "restart_s": restarts,
+    }
+
+
+def hang() -> dict[str, Any]:
+    """A hanging kernel with the default limits, on a warm worker; then the reference answer."""
+    from tests.gpu.kernels import answer as test_answer  # the GPU tests' broken variants (a dev script only)
+
+    task = get_task("gemm")
+    with GpuService() as gpu:
+        warmup = evaluate_answer(answer_for("gemm"), task, ARCH, EvalOptions(seed=1, time=False, profile=False), gpu)
+        start = time.perf_counter()
+        hung = evaluate_answer(test_answer("hang"), task, ARCH, EvalOptions(seed=1), gpu)
+        hang_s = time.perf_counter() - start
+        start = time.perf_counter()
+        after = evaluate_answer(answer_for("gemm"), task, ARCH, EvalOptions(seed=2, profile=False), gpu)
+        return {"warm_status": warmup.status, "status": hung.status, "seconds": hang_s, "message": hung.message,
+                "restarts": gpu.restarts, "next_status": after.status, "next_seconds": time.perf_counter() - start,
+                "next_speedup": after.speedup}  # fmt: skip
+
+
+def fidelity(repeats: int = 3) -> dict[str, Any]:
+    """The harness's cold-L2 timing (tools.gpu.timing.time_cold) against triton.testing.do_bench (cold cache,
     median, its default budgets), alternating in this process so that clock drift hits both alike."""
     import torch
     from triton.testing import do_bench
@@ -41,9 +136,10 @@ def fidelity(answer: str, task, arch: Arch, repeats: int = 3) -> dict:
     from tools.gpu.timing import L2Flush, time_cold
     from tools.plan import plan_launches
 
-    solution = extract_solution(answer)
-    plan = plan_launches(solution.launch, task, arch)
-    compiled = compile_source(solution.language, solution.source, arch)
+    task = get_task("gemm")
+    solution = extract_solution(FIXTURE.read_text())
+    plan = plan_launches(solution.launch, task, ARCH)
+    compiled = compile_source(solution.language, solution.source, ARCH)
     buffers = dict(draw_inputs(task, task.dims, 0, "cuda"))
     for b in plan.buffers:
         buffers.setdefault(b.name, torch.empty(b.shape, dtype=torch.bfloat16, device="cuda"))
@@ -69,64 +165,71 @@ def fidelity(answer: str, task, arch: Arch, repeats: int = 3) -> dict:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--answer", type=Path, default=DEFAULT_ANSWER)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=None)
-    args = parser.parse_args()
-    from tools.gpu.service import GpuService
-
-    task, arch = get_task("gemm"), Arch.SM_90A
-    answer = args.answer.read_text()
-    options = EvalOptions(seed=11, timeout_s=300)
-    results: dict = {"answer": str(args.answer)}
-    with GpuService() as gpu:
-        start = time.perf_counter()
-        cold = evaluate_answer(answer, task, arch, options, gpu)
-        results["cold"] = {
-            "wall_s": time.perf_counter() - start,
-            "worker_start_s": gpu.last_start_s,
-            "stages": stage_times(cold),
-            "status": cold.status,
-        }
-        assert cold.status is Status.PASSED, cold.message
-        warm = []
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            ev = evaluate_answer(answer, task, arch, options, gpu)
-            warm.append((time.perf_counter() - start, ev))
-        stages = {name: statistics.median(stage_times(ev)[name] for _, ev in warm) for name in stage_times(warm[0][1])}
-        kernel = [ev.kernel_ms for _, ev in warm]
-        to_check = sum(v for k, v in stages.items() if k in ("extract", "compile", "sass", "abi", "run", "check"))
-        results["warm"] = {
-            "wall_s_median": statistics.median(w for w, _ in warm),
-            "stages_median_s": stages,
-            "extract_to_time_s": to_check + stages.get("time", 0.0),
-            "profile_s": stages.get("profile"),
-            "kernel_ms": kernel,
-            "baseline_ms": [ev.baseline_ms for _, ev in warm],
-            "kernel_spread": (max(kernel) - min(kernel)) / statistics.median(kernel),
-            "targets_met": [ev.targets_met for _, ev in warm],
-        }
-        results["restart_s"] = [round(gpu.restart(), 2) for _ in range(3)]
-    results["fidelity"] = fidelity(answer, task, arch)
-    text = json.dumps(results, indent=2, default=str)
-    if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "bench_harness.json").write_text(text)
-    print(text)
-    w = results["warm"]
-    print(
-        f"\nwarm attempt: {w['wall_s_median']:.2f} s wall; extract→time {w['extract_to_time_s']:.2f} s; "
-        f"profile {w['profile_s']:.2f} s; restart {statistics.median(results['restart_s']):.1f} s"
-    )
-    for name, f in results["fidelity"].items():
-        print(
-            f"{name}: harness {statistics.median(f['harness_ms']):.4f} ms vs do_bench "
-            f"{statistics.median(f['do_bench_ms']):.4f} ms ({100 * f['agreement']:+.1f}%); "
-            f"spread of the harness over {len(f['harness_ms'])} repeats {100 * f['harness_spread']:.1f}%"
+def table(results: dict[str, Any]) -> str:
+    """The figures README reports, one line each; a part that failed says so."""
+    lines = []
+    for alias in ("gemm", "attn_fwd"):
+        r = results.get(f"reproducibility_{alias}", {})
+        if "error" in r or not r:
+            lines.append(f"reproducibility {alias}: FAILED ({r.get('error', 'not run')})")
+            continue
+        verdict = "ok" if r["paired_wobble"] <= 0.02 else "OVER 2%"
+        lines.append(f"reproducibility {alias} paired: {', '.join(f'{s:.3f}' for s in r['paired'])} → max/min − 1 "
+                     f"{100 * r['paired_wobble']:.2f}% ({verdict})")  # fmt: skip
+        lines.append(f"reproducibility {alias} paper's: {', '.join(f'{s:.3f}' for s in r['paper'])} → max/min − 1 "
+                     f"{100 * r['paper_wobble']:.2f}%")  # fmt: skip
+    c = results.get("cost", {})
+    if "extract_to_time_s" in c:
+        verdict = "ok" if c["extract_to_time_s"] <= 1.5 else "OVER 1.5 s"
+        lines.append(f"warm attempt {c['warm_wall_s']:.2f} s; extract→time {c['extract_to_time_s']:.2f} s ({verdict}); "
+                     f"time stage {c['warm_stages_s'].get('time', 0):.2f} s; profile "
+                     f"{c['warm_stages_s'].get('profile', 0):.2f} s; first {c['first']['wall_s']:.1f} s; restart "
+                     f"{statistics.median(c['restart_s']):.1f} s")  # fmt: skip
+    else:
+        lines.append(f"cost: FAILED ({c.get('error', 'not run')})")
+    h = results.get("hang", {})
+    if "seconds" in h:
+        verdict = (
+            "ok" if h["status"] == Status.TIMEOUT and h["seconds"] < 15 and h["next_status"] == Status.PASSED else "NO"
         )
+        lines.append(f"hang: {h['status']} in {h['seconds']:.1f} s; next answer {h['next_status']} in "
+                     f"{h['next_seconds']:.1f} s ({verdict})")  # fmt: skip
+    else:
+        lines.append(f"hang: FAILED ({h.get('error', 'not run')})")
+    for name, f in (results.get("fidelity") or {}).items():
+        if name in ("error", "traceback"):
+            lines += [f"fidelity: FAILED ({f})"] if name == "error" else []
+            continue
+        lines.append(f"fidelity {name}: harness {statistics.median(f['harness_ms']):.4f} ms vs do_bench "
+                     f"{statistics.median(f['do_bench_ms']):.4f} ms ({100 * f['agreement']:+.1f}%)")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="folder for bench_harness.json")
+    args = parser.parse_args()
+    parts = {
+        "reproducibility_gemm": lambda: reproducibility("gemm", args.repeats),
+        "reproducibility_attn_fwd": lambda: reproducibility("attn_fwd", args.repeats),
+        "cost": lambda: cost(args.repeats),
+        "hang": hang,
+        "fidelity": fidelity,
+    }
+    results: dict[str, Any] = {}
+    for name, part in parts.items():
+        start = time.perf_counter()
+        try:
+            results[name] = part()
+        except Exception as e:  # one part's failure is a figure too; the others still run
+            results[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
+        if args.out:  # after every part, so a run cut short keeps what it measured
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "bench_harness.json").write_text(json.dumps(results, indent=2, default=str))
+    print(json.dumps(results, indent=2, default=str))
+    print("\n" + table(results))
 
 
 if __name__ == "__main__":

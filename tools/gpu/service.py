@@ -24,6 +24,7 @@ from tasks.schema import Arch, Task
 from tools.gpu import launcher, memcheck, profile
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, device_info
+from tools.gpu.limits import WORKER_START_S, StageLimits, stage_limits
 from tools.options import EvalOptions
 from tools.schema import Stage, StageResult, StageState, Status
 
@@ -31,12 +32,21 @@ TIMEOUT_HINT = (
     "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "
     "copies deliver), barriers that not every thread reaches, and loops whose bounds come from uninitialised values"
 )
+PARTS = {  # what the worker was doing in each part of a stage, for the time-out message
+    "run": "running the launch sequence once",
+    "check": "running the check trials",
+    "time": "timing the candidate and the baseline",
+    "recheck": "re-checking on fresh inputs after timing",
+    "baseline": "preparing the baseline library's call: the library's part, not the kernel's",
+}
 
 
 class GpuService:
     """One GPU's worker process, started on first use and restarted whenever it must be."""
 
-    def __init__(self, device: int = 0, start_timeout_s: float = 300.0):
+    worker_module = "tools.gpu.worker"  # what runs in the worker process (tests put a stand-in here)
+
+    def __init__(self, device: int = 0, start_timeout_s: float = WORKER_START_S):
         self.device = device
         self.start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen | None = None
@@ -68,7 +78,7 @@ class GpuService:
         start = time.perf_counter()
         env = dict(launcher.environment(self.device), PYTHONUNBUFFERED="1")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.gpu.worker"],
+            [sys.executable, "-m", self.worker_module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -155,25 +165,26 @@ class GpuService:
             "task": task.name,
             "plan": module.plan.model_dump(mode="json"),
             "cubin": base64.b64encode(module.cubin).decode(),
-            "options": {"trials": options.trials, "seed": seed, "time": options.time},
+            "options": {**options.model_dump(mode="json", include=set(EvalOptions.model_fields)), "seed": seed},
         }
-        outcome = self._in_worker(request, options.timeout_s)
+        limits = stage_limits(task, options)
+        outcome = self._in_worker(request, limits)
         if outcome.status is not Status.PASSED:
             return outcome
         groups = task.targets[arch]
         if options.profile:
-            stage, metrics = profile.profile_stage(module.cubin, module.plan, groups, self.device, options.timeout_s)
+            stage, metrics = profile.profile_stage(module.cubin, module.plan, groups, self.device, limits.profile)
             outcome.stages.append(stage)
             outcome.metrics.update(metrics)
         if options.memcheck:
-            stage = memcheck.memcheck_stage(module.cubin, module.plan, self.device, max(options.timeout_s, 600))
+            stage = memcheck.memcheck_stage(module.cubin, module.plan, self.device, limits.memcheck)
             outcome.stages.append(stage)
             if stage.state is StageState.FAILED:
                 outcome.status, outcome.message = Status.RUNTIME_ERROR, f"memcheck: {stage.message}"
-                outcome.metrics = {k: v for k, v in outcome.metrics.items() if k != "speedup"}
+                outcome.metrics = {k: v for k, v in outcome.metrics.items() if not k.startswith("speedup")}
         return outcome
 
-    def _in_worker(self, request: dict, timeout_s: float) -> GpuOutcome:
+    def _in_worker(self, request: dict, limits: StageLimits) -> GpuOutcome:
         if self._proc is None or self._proc.poll() is not None:
             try:
                 self._start()
@@ -184,17 +195,17 @@ class GpuService:
             self._proc.stdin.flush()
         except OSError:  # it died since the last attempt; one fresh start
             self._kill()
-            return self._in_worker(request, timeout_s)
-        deadline = time.monotonic() + timeout_s
+            return self._in_worker(request, limits)
         stages: list[StageResult] = []
-        current = "run"
+        current = part = "run"
+        deadline = time.monotonic() + limits.run
         while True:
             try:
                 message = self._next(deadline - time.monotonic())
             except queue.Empty:
                 self._kill()  # the next attempt starts a fresh worker
                 self.restarts += 1
-                text = f"no result within {timeout_s:.0f} s (during the {current} stage): {TIMEOUT_HINT}"
+                text = _timeout_text(current, part, limits)
                 stages.append(StageResult(name=Stage(current), state=StageState.FAILED, message=text))
                 return GpuOutcome(status=Status.TIMEOUT, message=text, stages=stages)
             if message is None:
@@ -206,8 +217,10 @@ class GpuService:
                 )
                 stages.append(StageResult(name=Stage(current), state=StageState.FAILED, message=text))
                 return GpuOutcome(status=Status.RUNTIME_ERROR, message=text, stages=stages)
-            if "progress" in message:
+            if "progress" in message:  # a stage, or a part of one, begins: its own limit starts now
                 current = message["progress"]
+                part = message.get("part", current)
+                deadline = time.monotonic() + limits.of(part)
             elif "stage_done" in message:
                 stages.append(StageResult.model_validate(message["stage_done"]))
             elif "result" in message:
@@ -223,3 +236,12 @@ class GpuService:
                 return GpuOutcome(
                     status=Status(result["status"]), message=result["message"], stages=stages, metrics=metrics
                 )
+
+
+def _timeout_text(stage: str, part: str, limits: StageLimits) -> str:
+    """What timed out, the limit and where it comes from, and what to look at."""
+    text = f"no result within {limits.of(part):.0f} s during the {stage} stage ({PARTS[part]})"
+    if part == "baseline":
+        return text
+    basis = limits.basis if part in ("run", "check", "recheck") else "that fits the timing budget"
+    return f"{text}, a limit {basis}. Most likely {TIMEOUT_HINT}"

@@ -1,8 +1,22 @@
-"""Cold-L2 timing with CUDA events: the L2 flushed (untimed) before every timed run, warm-up first, the
-median of each trial's runs, several trials. The candidate and the baseline are timed by the same code."""
+"""Timing with CUDA events and a cold L2 (flushed, untimed, before every run); the whole launch sequence is
+one run.
+
+The reported figure is paired: the candidate and the baseline run in alternating blocks in one window —
+block i times `block_runs` runs of one and then of the other, the order swapping from block to block so
+that a drift of clocks or temperature hits both alike. Per block, the ratio of the two medians (baseline /
+candidate); the speedup is the median of those ratios, and its interval their lowest and highest: for n
+blocks whose ratios are independent draws, [lowest, highest] holds the true median ratio with probability
+1 − 2^(1−n) (97% for 6 blocks). `kernel_ms` and `baseline_ms` are the medians of all the runs of each.
+
+The paper's method is kept as a second figure, measured in the same window right after: each of the two
+timed alone, trials of runs, the mean of the trials' medians. On the H200 it read one GEMM answer 0.857×
+and 0.895× minutes apart, because a power-capped cuBLAS wobbles between trials.
+
+The statistics and the run plan are pure functions of run times (tests/tools/gpu/test_timing_stats.py)."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -10,16 +24,34 @@ from collections.abc import Callable
 import torch
 from pydantic import BaseModel
 
+Phase = Callable[[str | None], None]  # told which of the two is about to run ("candidate", "baseline", None)
+WARMUP_SHARE = 0.1  # of the budget, at most, per function: a slow kernel is warmed up once, not ten times
+FLOOR = {"blocks": 3, "block_runs": 1, "trials": 1, "reps": 1}  # the fewest a plan reduced to fit makes
+
 
 class TimingOptions(BaseModel):
-    warmup: int = 10  # runs, and at least `warmup_ms` of them, so that clocks settle before timing
+    warmup: int = 10  # runs of each before timing, and at least `warmup_ms` of them, so that clocks settle
     warmup_ms: float = 50.0
-    reps: int = 50  # timed runs per trial (at least 50 unless a single run is slower than `budget_s` allows)
-    trials: int = 3
-    budget_s: float = 30.0  # wall budget for the timed runs; slow kernels get fewer trials, then fewer reps
+    blocks: int = 6  # paired blocks; their ratios' range is the speedup's interval
+    block_runs: int = 15  # runs of each function per block
+    trials: int = 3  # the paper's method: trials of `reps` runs each, the mean of their medians
+    reps: int = 50
+    budget_s: float = 10.0  # all timed runs (paired and the paper's); slow kernels get fewer
+
+
+class RunPlan(BaseModel):
+    """How many runs a measurement makes, fitted to the budget from the warm run-time estimates."""
+
+    blocks: int
+    block_runs: int
+    trials: int
+    reps: int
+    reduced: bool  # fewer than the options ask, to fit the budget
 
 
 class Timing(BaseModel):
+    """One function timed alone (the paper's method)."""
+
     ms: float  # mean of the trials' medians
     trial_medians: list[float]
     spread: float  # (max − min) / mean of the trials' medians
@@ -27,7 +59,7 @@ class Timing(BaseModel):
     p90: float
     runs: int
     warmup_runs: int
-    reduced: bool  # fewer trials or reps than asked, to fit the budget
+    reduced: bool  # fewer trials or reps than asked, to fit the time budget
 
     def line(self) -> str:
         note = " (reduced to fit the time budget)" if self.reduced else ""
@@ -37,42 +69,50 @@ class Timing(BaseModel):
         )
 
 
-class L2Flush:
-    """A buffer at least twice the L2 size; zeroing it evicts everything the timed code left in L2."""
+class PaperTiming(BaseModel):
+    """The paper's figure: each timed alone, one after the other; the ratio of their means of medians."""
 
-    def __init__(self, l2_bytes: int, device: torch.device):
-        self.buffer = torch.empty(max(2 * l2_bytes, 256 << 20), dtype=torch.uint8, device=device)
+    kernel: Timing
+    baseline: Timing
+    speedup: float
 
-    def __call__(self) -> None:
-        self.buffer.zero_()
+    @classmethod
+    def of(cls, kernel: Timing, baseline: Timing) -> PaperTiming:
+        return cls(kernel=kernel, baseline=baseline, speedup=baseline.ms / kernel.ms)
+
+    def line(self, library: str) -> str:
+        trials = len(self.kernel.trial_medians)
+        return (
+            f"paper's method (each alone, {trials} × {self.kernel.runs // trials} runs): candidate "
+            f"{self.kernel.ms:.4f} ms, {library} {self.baseline.ms:.4f} ms, {self.speedup:.3f}×"
+        )
 
 
-def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions | None = None) -> Timing:
-    """Time `fn` (one whole launch sequence) on the current stream."""
-    opts = options or TimingOptions()
-    estimate_ms = _one_run_ms(fn, flush)
-    warmup_runs = max(opts.warmup, int(opts.warmup_ms / max(estimate_ms, 1e-3)))
-    for _ in range(warmup_runs):
-        flush()
-        fn()
-    torch.cuda.synchronize()
-    estimate_ms = _one_run_ms(fn, flush)
-    trials, reps = opts.trials, opts.reps
-    if estimate_ms * trials * reps > opts.budget_s * 1e3:
-        trials = 1
-        reps = max(5, min(reps, int(opts.budget_s * 1e3 / max(estimate_ms, 1e-3))))
-    per_trial = []
-    for _ in range(trials):
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for start, end in zip(starts, ends, strict=True):
-            flush()
-            start.record()
-            fn()
-            end.record()
-        torch.cuda.synchronize()
-        per_trial.append([s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)])
-    return summarize_runs(per_trial, warmup_runs + 2, reduced=(trials, reps) != (opts.trials, opts.reps))
+class PairedTiming(BaseModel):
+    """The candidate and the baseline interleaved in one window (the reported figure)."""
+
+    kernel_ms: float  # median of all the candidate's runs
+    baseline_ms: float  # median of all the baseline's runs
+    speedup: float  # median of the per-block ratios
+    block_speedups: list[float]  # baseline median / candidate median, per block, in the order run
+    low: float  # the lowest and highest per-block ratio: the speedup's interval
+    high: float
+    spread: float  # (high − low) / speedup
+    confidence: float  # 1 − 2^(1−blocks): how often [low, high] holds the true median ratio
+    block_runs: int
+    warmup_runs: int  # the candidate's, its run-time estimates included
+    reduced: bool
+
+    def line(self, library: str) -> str:
+        note = ", reduced to fit the time budget" if self.reduced else ""
+        return (
+            f"paired ({len(self.block_speedups)} blocks × {self.block_runs} runs each, alternating{note}): candidate "
+            f"{self.kernel_ms:.4f} ms, {library} {self.baseline_ms:.4f} ms; speedup {self.speedup:.3f}× (median of "
+            f"the block ratios, which span {self.low:.3f}–{self.high:.3f}×; {100 * self.confidence:.0f}% interval)"
+        )
+
+
+# ------------------------------------------------------------------------------------------ statistics
 
 
 def summarize_runs(per_trial: list[list[float]], warmup_runs: int, reduced: bool = False) -> Timing:
@@ -91,6 +131,117 @@ def summarize_runs(per_trial: list[list[float]], warmup_runs: int, reduced: bool
         warmup_runs=warmup_runs,
         reduced=reduced,
     )
+
+
+def summarize_pairs(blocks: list[tuple[list[float], list[float]]], warmup_runs: int, reduced: bool) -> PairedTiming:
+    """The PairedTiming of each block's (candidate run times, baseline run times), in ms."""
+    ratios = [statistics.median(base) / statistics.median(cand) for cand, base in blocks]
+    speedup = statistics.median(ratios)
+    return PairedTiming(
+        kernel_ms=statistics.median(ms for cand, _ in blocks for ms in cand),
+        baseline_ms=statistics.median(ms for _, base in blocks for ms in base),
+        speedup=speedup,
+        block_speedups=ratios,
+        low=min(ratios),
+        high=max(ratios),
+        spread=(max(ratios) - min(ratios)) / speedup,
+        confidence=1 - 2.0 ** (1 - len(ratios)),
+        block_runs=len(blocks[0][0]),
+        warmup_runs=warmup_runs,
+        reduced=reduced,
+    )
+
+
+def plan_runs(candidate_ms: float, baseline_ms: float, options: TimingOptions) -> RunPlan:
+    """The options' runs when they fit the budget at these per-run estimates; else every count scaled down
+    alike, to no fewer than FLOOR (so a very slow kernel still gets three paired blocks)."""
+    asked = options.model_dump(include=set(FLOOR))
+    runs = options.blocks * options.block_runs + options.trials * options.reps  # of each of the two
+    cost_ms = runs * (candidate_ms + baseline_ms)
+    if cost_ms <= options.budget_s * 1e3:
+        return RunPlan(**asked, reduced=False)
+    scale = options.budget_s * 1e3 / cost_ms
+    return RunPlan(**{k: max(FLOOR[k], int(v * scale)) for k, v in asked.items()}, reduced=True)
+
+
+def warmup_runs(estimate_ms: float, options: TimingOptions) -> int:
+    """At least `warmup` runs and `warmup_ms` of them, but never more than WARMUP_SHARE of the budget."""
+    wanted = max(options.warmup, math.ceil(options.warmup_ms / max(estimate_ms, 1e-3)))
+    affordable = int(WARMUP_SHARE * options.budget_s * 1e3 / max(estimate_ms, 1e-3))
+    return max(1, min(wanted, affordable))
+
+
+# ------------------------------------------------------------------------------------------- on the GPU
+
+
+class L2Flush:
+    """A buffer at least twice the L2 size; zeroing it evicts everything the timed code left in L2."""
+
+    def __init__(self, l2_bytes: int, device: torch.device):
+        self.buffer = torch.empty(max(2 * l2_bytes, 256 << 20), dtype=torch.uint8, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def warm(fn: Callable[[], object], flush: L2Flush, options: TimingOptions) -> tuple[float, int]:
+    """Warm `fn` up; returns its warm per-run estimate (ms) and the warm-up runs made."""
+    runs = warmup_runs(_one_run_ms(fn, flush), options)
+    for _ in range(runs):
+        flush()
+        fn()
+    torch.cuda.synchronize()
+    return _one_run_ms(fn, flush), runs + 2
+
+
+def time_paired(
+    candidate: Callable[[], object],
+    baseline: Callable[[], object],
+    flush: L2Flush,
+    options: TimingOptions | None = None,
+    phase: Phase = lambda name: None,
+) -> tuple[PairedTiming, RunPlan]:
+    """Both warmed up, then the paired blocks; `phase` hears which one the GPU runs (each half-block ends
+    with a synchronize, so what the host marks is what the GPU does)."""
+    opts = options or TimingOptions()
+    (candidate_ms, warm_c), (baseline_ms, _) = warm(candidate, flush, opts), warm(baseline, flush, opts)
+    plan = plan_runs(candidate_ms, baseline_ms, opts)
+    blocks = []
+    for i in range(plan.blocks):
+        order = [("candidate", candidate), ("baseline", baseline)][:: 1 if i % 2 == 0 else -1]
+        runs = {}
+        for name, fn in order:
+            phase(name)
+            runs[name] = timed_runs(fn, flush, plan.block_runs)
+        blocks.append((runs["candidate"], runs["baseline"]))
+    phase(None)
+    return summarize_pairs(blocks, warm_c, plan.reduced), plan
+
+
+def time_trials(fn: Callable[[], object], flush: L2Flush, plan: RunPlan, warmup: int) -> Timing:
+    """The paper's method on a warm function: `plan.trials` trials of `plan.reps` runs."""
+    per_trial = [timed_runs(fn, flush, plan.reps) for _ in range(plan.trials)]
+    return summarize_runs(per_trial, warmup, plan.reduced)
+
+
+def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions | None = None) -> Timing:
+    """`fn` alone, the paper's way: warm-up, then trials of runs (a candidate whose baseline is unavailable)."""
+    opts = options or TimingOptions()
+    estimate_ms, warmup = warm(fn, flush, opts)
+    return time_trials(fn, flush, plan_runs(estimate_ms, 0.0, opts), warmup)
+
+
+def timed_runs(fn: Callable[[], object], flush: L2Flush, n: int) -> list[float]:
+    """`n` runs of `fn`, each after an untimed L2 flush, timed by CUDA events on the current stream (ms)."""
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for start, end in zip(starts, ends, strict=True):
+        flush()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
 
 def _one_run_ms(fn: Callable[[], object], flush: L2Flush) -> float:

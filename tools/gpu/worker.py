@@ -1,6 +1,7 @@
 """The GPU worker: a long-lived process that owns one GPU's CUDA context and runs the run → check → time
 stages of each attempt. It speaks JSON lines on stdin/stdout (see tools/gpu/service.py, the caller) and
-imports only torch, cuda.bindings, pydantic and this repository's tasks/ and tools/ modules.
+imports only torch, cuda.bindings, pydantic, pynvml (tools/gpu/gpu_state.py) and this repository's tasks/
+and tools/ modules.
 
 The candidate never sees the reference result: the reference is computed from a pristine copy of the
 inputs after the candidate's launches have finished."""
@@ -14,6 +15,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any
 
@@ -28,11 +30,23 @@ from tasks.schema import DTYPE_BYTES, Task
 from tools.gpu import driver
 from tools.gpu.check import OutputCheck, compare, poison
 from tools.gpu.devices import device_info
-from tools.gpu.timing import L2Flush, TimingOptions, time_cold
+from tools.gpu.gpu_state import GpuSampler, GpuState, noisy_flag
+from tools.gpu.timing import (
+    L2Flush,
+    PairedTiming,
+    PaperTiming,
+    RunPlan,
+    TimingOptions,
+    time_cold,
+    time_paired,
+    time_trials,
+)
+from tools.options import EvalOptions
 from tools.plan import LaunchPlan
 from tools.schema import Stage, StageResult, StageState, Status
 
-RECHECK_SEED_OFFSET = 1_000_003
+RECHECK_SEED_OFFSET = 1_000_003  # the re-check after timing
+REMEASURE_SEED_OFFSET = 2_000_003  # the re-check after re-measuring a speedup above the ceiling
 
 
 class AttemptFailed(Exception):
@@ -52,7 +66,10 @@ class Worker:
         torch.backends.cudnn.allow_tf32 = False
         self.info = device_info(0)
         self.flush = L2Flush(self.info.l2_bytes, self.device)
-        self.baselines: dict[str, dict[str, Any]] = {}  # task name → timing and check, for this worker's life
+        self.sampler = GpuSampler.open(self.info.pci_bus_id)
+        # Task name → the baseline's rel. L2 error per output: checked once per worker. Its time is not
+        # kept: the baseline is timed beside the candidate in every attempt.
+        self.baseline_errors: dict[str, dict[str, float]] = {}
 
     def evaluate(self, request: dict) -> dict:
         attempt = _Attempt(
@@ -60,18 +77,17 @@ class Worker:
             get_task(request["task"]),
             LaunchPlan.model_validate(request["plan"]),
             base64.b64decode(request["cubin"]),
-            request.get("options", {}),
+            EvalOptions.model_validate(request["options"]),
         )
         return attempt.run()
 
 
 class _Attempt:
-    def __init__(self, worker: Worker, task: Task, plan: LaunchPlan, cubin: bytes, options: dict):
-        self.worker, self.task, self.plan, self.cubin = worker, task, plan, cubin
-        self.trials = int(options.get("trials", 3))
-        self.seed = int(options.get("seed", 0))
-        self.do_time = bool(options.get("time", True))
-        self.timing = TimingOptions(**options.get("timing", {}))
+    def __init__(self, worker: Worker, task: Task, plan: LaunchPlan, cubin: bytes, options: EvalOptions):
+        self.worker, self.task, self.plan, self.cubin, self.options = worker, task, plan, cubin, options
+        self.trials = options.trials
+        self.seed = options.seed or 0  # the service always sends the seed it chose
+        self.timing = TimingOptions()
         self.module = None
         self.metrics: dict[str, Any] = {}
         self.launches_done = 0
@@ -83,7 +99,7 @@ class _Attempt:
         try:
             self._stage(Stage.RUN, self._run)
             self._stage(Stage.CHECK, self._check)
-            if self.do_time:
+            if self.options.time:
                 self._stage(Stage.TIME, self._time)
             message = self._passed_message()
         except AttemptFailed as e:
@@ -160,42 +176,92 @@ class _Attempt:
 
     def _time(self) -> tuple[str, dict]:
         inputs = self._fill(self.seed + self.trials)
-        with self._faults("timing the candidate"):
-            kernel = time_cold(self._launch_sequence, self.worker.flush, self.timing)
-        self.launches_done += kernel.runs + kernel.warmup_runs
-        flops = evaluate(self.task.flops, self.task.dims)
-        self.metrics.update(kernel_ms=kernel.ms, tflops=flops / (kernel.ms * 1e-3) / 1e12)
         try:
             baseline = self._baseline(inputs)
         except Exception as e:  # the library's failure, not the candidate's: report the kernel's time alone
-            self._recheck()
-            return f"candidate {kernel.line()}\nbaseline unavailable: {e}", {"kernel": kernel.model_dump()}
-        speedup = baseline["timing"].ms / kernel.ms
-        self.metrics.update(baseline_ms=baseline["timing"].ms, speedup=speedup)
-        seed = self._recheck()
-        lib = self.task.baseline.library
-        message = (
-            f"candidate {kernel.line()}\n{lib} {baseline['timing'].line()}\n"
-            f"speedup {speedup:.3f}× ({lib} time / candidate time); "
-            f"{self.metrics['tflops']:.0f} TFLOP/s vs {flops / (baseline['timing'].ms * 1e-3) / 1e12:.0f}"
+            return self._time_alone(f"baseline unavailable: {e}")
+        paired, state, plan = self._paired(baseline)
+        with self._faults("timing the candidate alone (the paper's method)"):
+            paper = PaperTiming.of(
+                time_trials(self._launch_sequence, self.worker.flush, plan, paired.warmup_runs),
+                time_trials(baseline, self.worker.flush, plan, paired.warmup_runs),
+            )
+        self.launches_done += plan.trials * plan.reps
+        seed, fresh = self._recheck(RECHECK_SEED_OFFSET)
+        first = None
+        if paired.speedup > self.options.speedup_ceiling:  # too good to be true until measured on other data
+            first = paired
+            paired, state, _ = self._paired(self._baseline(fresh))
+            self._recheck(REMEASURE_SEED_OFFSET)
+        return self._timing_report(paired, paper, state, first, seed)
+
+    def _timing_report(
+        self, paired: PairedTiming, paper: PaperTiming, state: GpuState, first: PairedTiming | None, seed: int
+    ) -> tuple[str, dict]:
+        """The metrics, the flags, the stage's message and its detail, from the measurements made."""
+        lib, ceiling = self.task.baseline.library, self.options.speedup_ceiling
+        noisy = noisy_flag(paired.spread, state, lib)
+        flags = [noisy] if noisy else []
+        if first is not None and paired.speedup > ceiling:
+            flags.append(
+                f"above the ceiling — {paired.speedup:.2f}× {lib} exceeds {ceiling:g}×: "
+                "re-measured on fresh inputs and re-checked, it stands"
+            )
+        tflops = self._tflops(paired.kernel_ms)
+        self.metrics.update(
+            kernel_ms=paired.kernel_ms,
+            baseline_ms=paired.baseline_ms,
+            speedup=paired.speedup,
+            speedup_interval=[paired.low, paired.high],
+            tflops=tflops,
+            timing_flags=flags,
         )
+        lines = [paired.line(lib), paper.line(lib), state.line(lib)]
+        if first is not None:
+            again = "re-measured on fresh inputs and re-checked"
+            lines.append(f"{first.speedup:.3f}× at first, above the {ceiling:g}× ceiling: {again}")
         detail = {
-            "kernel": kernel.model_dump(),
-            "baseline": baseline["timing"].model_dump(),
+            "paired": paired.model_dump(),
+            "paper": paper.model_dump(),
+            "gpu_state": state.model_dump(),
+            "first": first.model_dump() if first else None,
+            "flags": flags,
             "baseline_library": lib,
-            "baseline_rel_l2": baseline["rel_l2"],
-            "speedup": speedup,
-            "tflops": self.metrics["tflops"],
+            "baseline_rel_l2": self.worker.baseline_errors[self.task.name],
+            "tflops": tflops,
             "recheck_seed": seed,
         }
-        return message, detail
+        return "\n".join(lines), detail
+
+    def _time_alone(self, why: str) -> tuple[str, dict]:
+        self._part("time")
+        with self._faults("timing the candidate"):
+            kernel = time_cold(self._launch_sequence, self.worker.flush, self.timing)
+        self.launches_done += kernel.runs + kernel.warmup_runs
+        self.metrics.update(kernel_ms=kernel.ms, tflops=self._tflops(kernel.ms))
+        self._recheck(RECHECK_SEED_OFFSET)
+        return f"candidate {kernel.line()}\n{why}", {"kernel": kernel.model_dump()}
+
+    def _tflops(self, ms: float) -> float:
+        return evaluate(self.task.flops, self.task.dims) / (ms * 1e-3) / 1e12
+
+    def _paired(self, baseline: Callable[[], object]) -> tuple[PairedTiming, GpuState, RunPlan]:
+        """The candidate and the baseline interleaved, the GPU's state sampled meanwhile."""
+        self._part("time")
+        with self.worker.sampler.recording() as rec, self._faults("timing the candidate beside the baseline"):
+            paired, plan = time_paired(self._launch_sequence, baseline, self.worker.flush, self.timing, rec.mark)
+        self.launches_done += paired.warmup_runs + len(paired.block_speedups) * paired.block_runs
+        return paired, rec.state, plan
 
     # -------------------------------------------------------------------------------------- helpers
 
-    def _recheck(self) -> int:
-        """Fresh inputs, same loaded module: state kept between launches shows up here."""
-        seed = self.seed + RECHECK_SEED_OFFSET
-        failed = [c for c in self._compare(self._execute(seed, "re-check after timing")) if not c.passed]
+    def _recheck(self, offset: int) -> tuple[int, dict[str, torch.Tensor]]:
+        """Fresh inputs, same loaded module: state kept between launches shows up here. Returns the seed and
+        a pristine copy of the inputs, which the buffers still hold."""
+        self._part("recheck")
+        seed = self.seed + offset
+        inputs = self._execute(seed, "re-check after timing")
+        failed = [c for c in self._compare(inputs) if not c.passed]
         if failed:
             dims = {o.name: o.shape for o in self.task.outputs}
             self.metrics.clear()
@@ -206,7 +272,7 @@ class _Attempt:
                 f"{self.launches_done} executions: the kernel must not keep state between launches.\n"
                 + "\n".join(c.summary(dims[c.name]) for c in failed),
             )
-        return seed
+        return seed, inputs
 
     def _fill(self, seed: int) -> dict[str, torch.Tensor]:
         """Fresh inputs into the input buffers; outputs poisoned. Returns a pristine copy of the inputs."""
@@ -265,16 +331,22 @@ class _Attempt:
             compare(o.name, self.buffers[o.name], reference[o.name], self.task.tolerance) for o in self.task.outputs
         ]
 
-    def _baseline(self, inputs: dict[str, torch.Tensor]) -> dict[str, Any]:
-        cached = self.worker.baselines.get(self.task.name)
-        if cached is None:
-            run = prepare_baseline(self.task.baseline.call, inputs, self.task.params)
+    def _baseline(self, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:
+        """The library's call on these inputs, prepared afresh (it is timed beside the candidate every time);
+        checked against the reference the first time this worker prepares it for the task."""
+        self._part("baseline")
+        run = prepare_baseline(self.task.baseline.call, inputs, self.task.params)
+        if self.task.name not in self.worker.baseline_errors:
             reference = run_reference(self.task.reference, inputs, self.task.params)
             outputs = run()
-            rel = {n: compare(n, outputs[n].contiguous(), reference[n], self.task.tolerance).rel_l2 for n in outputs}
-            cached = {"timing": time_cold(run, self.worker.flush, self.timing), "rel_l2": rel}
-            self.worker.baselines[self.task.name] = cached
-        return cached
+            self.worker.baseline_errors[self.task.name] = {
+                n: compare(n, outputs[n].contiguous(), reference[n], self.task.tolerance).rel_l2 for n in outputs
+            }
+        return run
+
+    def _part(self, part: str) -> None:
+        """Tell the service which part of the current stage starts: each has its own time limit."""
+        self.worker.emit({"progress": str(self.current), "part": part})
 
     def _passed_message(self) -> str:
         if "speedup" in self.metrics:

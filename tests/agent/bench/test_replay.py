@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench.replay import flag, replay
+from agent.bench.replay import flag, render, replay
 from agent.loop.store import RunFolder
 from agent.replay import main
 from tasks.schema import Arch
@@ -44,10 +44,12 @@ class ScriptedGpu:
         return self.outcomes.pop(0)
 
 
-def gpu_outcome(status: Status, speedup: float | None = None) -> GpuOutcome:
+def gpu_outcome(status: Status, speedup: float | None = None, interval: list[float] | None = None) -> GpuOutcome:
     check = StageState.PASSED if status is Status.PASSED else StageState.FAILED
     stages = [StageResult(name="run", state=StageState.PASSED), StageResult(name="check", state=check)]
     metrics = {"speedup": speedup, "kernel_ms": 0.749 / speedup, "baseline_ms": 0.749} if speedup else {}
+    if interval:
+        metrics["speedup_interval"] = interval
     if speedup:
         stages.append(StageResult(name="time", state=StageState.PASSED))
     return GpuOutcome(status=status, message=status.value, stages=stages, metrics=metrics, device="NVIDIA H200")
@@ -56,17 +58,24 @@ def gpu_outcome(status: Status, speedup: float | None = None) -> GpuOutcome:
 def test_divergences_against_a_scripted_gpu() -> None:
     gpu = ScriptedGpu([
         gpu_outcome(Status.MISMATCH),  # turn 2: passed on the H100, wrong here
-        gpu_outcome(Status.PASSED, 0.8),  # turn 4: 0.5× → 0.8×, ×1.6
+        gpu_outcome(Status.PASSED, 0.8, [0.79, 0.82]),  # turn 4: 0.5× → 0.8×, ×1.6; paired here, ±2.5%
         gpu_outcome(Status.MISMATCH),  # turn 5: as recorded
     ])  # fmt: skip
-    rows = replay(RunFolder(RUN).trajectory(), gpu)
+    traj = RunFolder(RUN).trajectory()
+    rows = replay(traj, gpu)
     assert gpu.calls == 3  # turn 1 failed to compile again; turn 3 had no solution
     assert [(r.turn, r.recorded.status, r.now.status, r.flag) for r in rows] == [
         (1, "compile_error", "compile_error", ""),
         (2, "passed", "mismatch", "DIVERGED"),
-        (4, "passed", "passed", "speedup moved ×1.60"),
+        (4, "passed", "passed", "speedup moved ×1.60 (beyond ±7.5%)"),
         (5, "mismatch", "mismatch", ""),
     ]
+    # The recording predates paired timing: it counts the unpaired spread (5%) beside this one's 2.5%.
+    assert (rows[2].ratio, rows[2].combined_spread) == (pytest.approx(1.6), pytest.approx(0.075))
+    assert (rows[2].recorded.spread, rows[2].now.spread) == (None, pytest.approx(0.025))
+    assert rows[1].ratio is None and rows[1].combined_spread is None
+    line = next(x for x in render(traj, rows, "GPU stages: on").splitlines() if x.startswith("| 4 "))
+    assert "| 0.800×  | NVIDIA H200 | 1.600 (±7.5%) | speedup moved ×1.60 (beyond ±7.5%) |" in line
     assert rows[1].recorded.device == "NVIDIA H100 80GB HBM3" and rows[1].now.device == "NVIDIA H200"
     assert rows[2].now.speedup == 0.8
 
@@ -76,7 +85,7 @@ def test_cli_without_a_gpu(capsys: pytest.CaptureFixture) -> None:
     out = capsys.readouterr().out
     assert "replay gemm-replay (gemm_n7168_k5120 on sm_90a): 4 attempts with a solution, 1 without" in out
     assert "GPU stages: skipped (" in out
-    row = "| 2    | passed        | 1.070×  | NVIDIA H100 80GB HBM3 | unverified    | -       | -      |"
+    row = "| 2    | passed        | 1.070×  | NVIDIA H100 80GB HBM3 | unverified    | -       | -      | -     |"
     assert row + " not verified here |" in out
     assert "3 not verified here" in out
 
@@ -88,8 +97,10 @@ def test_cli_json(capsys: pytest.CaptureFixture) -> None:
     assert rows[1] == {
         "run_id": "gemm-replay",
         "turn": 2,
-        "recorded": {"status": "passed", "speedup": 1.07, "device": "NVIDIA H100 80GB HBM3"},
-        "now": {"status": "unverified", "speedup": None, "device": None},
+        "recorded": {"status": "passed", "speedup": 1.07, "device": "NVIDIA H100 80GB HBM3", "spread": None},
+        "now": {"status": "unverified", "speedup": None, "device": None, "spread": None},
+        "ratio": None,
+        "combined_spread": None,
         "flag": "not verified here",
     }
 
@@ -103,8 +114,8 @@ def test_cli_without_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None
     ("recorded", "now", "expected"),
     [
         ("P1.0T", "P1.05T", ""),  # within 10%
-        ("P1.0T", "P1.2T", "speedup moved ×1.20"),
-        ("P1.0T", "P0.8T", "speedup moved ×0.80"),
+        ("P1.0T", "P1.2T", "speedup moved ×1.20 (beyond ±10.0%)"),  # both unpaired: 5% each
+        ("P1.0T", "P0.8T", "speedup moved ×0.80 (beyond ±10.0%)"),
         ("P1.0T", "MM", "DIVERGED"),
         ("MM", "P1.0T", "DIVERGED"),
         ("P1.0T", "CE", "DIVERGED"),  # today's toolchain refuses a kernel that passed
@@ -122,3 +133,20 @@ def test_flag(recorded: str, now: str, expected: str) -> None:
         return make_runs.evaluation(make_runs.GEMM, code)
 
     assert flag(evaluation(recorded), evaluation(now)) == expected
+
+
+@pytest.mark.parametrize(
+    ("recorded", "now", "expected"),
+    [
+        ((1.0, 0.99, 1.01), (1.03, 1.02, 1.04), "speedup moved ×1.03 (beyond ±2.0%)"),  # intervals apart
+        ((1.0, 0.99, 1.01), (1.015, 1.005, 1.025), ""),  # they overlap: within ±1% + ±0.99%
+        ((1.0, 0.98, 1.005), (0.985, 0.97, 0.99), ""),  # a lopsided interval counts its wider side (2%)
+        ((1.0, 0.995, 1.005), (1.0, 1.0, 1.0), ""),
+    ],
+)
+def test_flag_beyond_the_combined_spread_of_paired_measurements(recorded, now, expected) -> None:
+    def evaluation(speedup: float, low: float, high: float):
+        ev = make_runs.evaluation(make_runs.GEMM, f"P{speedup}T")
+        return ev.model_copy(update={"speedup_interval": [low, high]})
+
+    assert flag(evaluation(*recorded), evaluation(*now)) == expected

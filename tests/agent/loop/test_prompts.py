@@ -125,6 +125,11 @@ def test_feedback_content() -> None:
     assert "- wgmma executed: 32,768 (required)" in passed
     assert "Solved: correct, targets executed, and fast enough." in passed
     assert "That was the last turn." in passed
+    flag = "noisy — the per-block speedups span 6.2%; power cap throttling during 40% of the candidate's samples"
+    noisy = evaluation(Status.PASSED).model_copy(update={"timing_flags": [flag]})
+    text = feedback_message(noisy, task, Arch.SM_90A, turn=1, max_turns=1, target_speedup=1.0)
+    assert f"Speedup: 1.070× the baseline.\ntiming: {flag}\n" in text
+    assert "timing: " not in passed  # no flag, no line
     timeout = feedback_message(evaluation(Status.TIMEOUT), task, Arch.SM_90A, turn=1, max_turns=3, target_speedup=1)
     assert "no result within 120 s: a hang" in timeout
     unverified = feedback_message(
