@@ -1,10 +1,14 @@
-"""The report's PNG plots, with matplotlib (an optional dependency: `pip install .[report]`). Without it,
-`draw` says why and the report keeps its tables."""
+"""The report's plots, with matplotlib (an optional dependency: `pip install .[report]`): PNG files for the
+Markdown report, SVG text for the inspector's pages. Without matplotlib, `draw` and `svgs` say why and the
+callers keep their tables."""
 
 from __future__ import annotations
 
+import io
 import random
+import re
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agent.bench import score
@@ -14,10 +18,41 @@ COLORS = {
     "passed": "#2ca02c", "unverified": "#98df8a", "mismatch": "#ff7f0e", "timeout": "#9467bd",
     "runtime": "#d62728", "abi": "#8c564b", "compile": "#1f77b4", "format": "#7f7f7f", score.NOT_REACHED: "#e5e5e5",
 }  # fmt: skip
+# Task and model names come from run folders: drawn as typed, never read as mathtext ('$…$').
+RC = {"text.parse_math": False, "svg.fonttype": "path"}
+# What an SVG file has before its <svg> element, and the namespace declarations inline SVG does without.
+_SVG_PREAMBLE = re.compile(r"^.*?(?=<svg\b)", re.S)
+_SVG_NAMESPACES = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
+SVG_METADATA = ("Creator", "Date", "Format", "Type")  # what matplotlib writes by default; None leaves each out
 
 
 def draw(trajs: list[Trajectory], out: Path) -> tuple[dict[str, str], str | None]:
-    """{plot name: file name} of the plots written to `out`, and why none were, if so."""
+    """{plot name: file name} of the PNG plots written to `out`, and why none were, if so."""
+
+    def save(name: str, fig) -> str:
+        fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
+        return f"{name}.png"
+
+    return _render(trajs, save)
+
+
+def svgs(trajs: list[Trajectory]) -> tuple[dict[str, str], str | None]:
+    """{plot name: SVG markup to place inside an HTML page} (text drawn as paths, no fonts, no links), and
+    why none were drawn, if so."""
+
+    def markup(name: str, fig) -> str:
+        import matplotlib
+
+        buf = io.StringIO()
+        # A salt per plot keeps the element ids of several plots on one page apart.
+        with matplotlib.rc_context({"svg.hashsalt": name}):
+            fig.savefig(buf, format="svg", bbox_inches="tight", metadata={k: None for k in SVG_METADATA})
+        return _SVG_NAMESPACES.sub("", _SVG_PREAMBLE.sub("", buf.getvalue(), count=1), count=2)
+
+    return _render(trajs, markup)
+
+
+def _render(trajs: list[Trajectory], keep: Callable[[str, object], str]) -> tuple[dict[str, str], str | None]:
     try:
         import matplotlib
     except ImportError:
@@ -25,7 +60,16 @@ def draw(trajs: list[Trajectory], out: Path) -> tuple[dict[str, str], str | None
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
-    plots = {}
+    kept = {}
+    with matplotlib.rc_context(RC):
+        for name, fig in _figures(plt, trajs):
+            fig.tight_layout()
+            kept[name] = keep(name, fig)
+            plt.close(fig)
+    return kept, None
+
+
+def _figures(plt, trajs: list[Trajectory]) -> Iterator[tuple[str, object]]:
     for name, plot in (
         ("success_vs_budget", success_vs_budget),
         ("speedup_by_task", speedup_by_task),
@@ -33,11 +77,7 @@ def draw(trajs: list[Trajectory], out: Path) -> tuple[dict[str, str], str | None
     ):
         fig = plot(plt, trajs)
         if fig is not None:
-            fig.tight_layout()
-            fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
-            plt.close(fig)
-            plots[name] = f"{name}.png"
-    return plots, None
+            yield name, fig
 
 
 def _grid(plt, count: int, width: float = 5.0, height: float = 3.6):

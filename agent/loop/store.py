@@ -20,7 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from agent.cli import ConfigError
+from tools.answer import format_validation_error
 from tools.schema import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -39,6 +42,13 @@ def check_run_id(run_id: str) -> str:
 
 def new_run_id(task: str, arch: str) -> str:
     return check_run_id(f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{task}-{arch}-{secrets.token_hex(3)}")
+
+
+def error_line(error: Exception) -> str:
+    """A reading error on one line: pydantic's as `field: message` pairs, any other as its text."""
+    if isinstance(error, ValidationError):
+        return "; ".join(line.removeprefix("- ") for line in format_validation_error(error, limit=3).splitlines())
+    return " ".join(str(error).split())
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -115,8 +125,10 @@ class RunFolder:
             f.flush()
             os.fsync(f.fileno())
 
-    def turns(self) -> list[Turn]:
-        """Every finished turn; a torn last line (a run killed mid-write) is ignored."""
+    def turns(self, problems: list[str] | None = None) -> list[Turn]:
+        """Every finished turn; a torn last line (a run killed mid-write) is ignored. Any other line that is
+        not a turn raises RunFolderError, or, when `problems` is given, is skipped and said there (so that a
+        reader such as the inspector shows the rest)."""
         p = self.path / "trajectory.jsonl"
         if not p.is_file():
             return []
@@ -130,7 +142,9 @@ class RunFolder:
             except ValueError as e:
                 if number == len(lines):
                     break
-                raise RunFolderError(f"{p}, line {number}: not a turn ({e})") from None
+                if problems is None:
+                    raise RunFolderError(f"{p}, line {number}: not a turn ({e})") from None
+                problems.append(f"{p}, line {number}: not a turn ({error_line(e)})")
         return turns
 
     def trajectory(self) -> Trajectory:

@@ -46,7 +46,7 @@ def suite(trajs: list[Trajectory], task: str, mode: str, limit: int, arch: str =
 
 
 def test_checked_in_fixtures_are_what_the_generator_writes(tmp_path: Path) -> None:
-    make_runs.main(tmp_path)
+    make_runs.write_fixtures(tmp_path)
     for name in ("bench", "replay"):
         fresh = sorted(p.relative_to(tmp_path / name) for p in (tmp_path / name).rglob("*") if p.is_file())
         kept = sorted(p.relative_to(RUNS / name) for p in (RUNS / name).rglob("*") if p.is_file())
