@@ -15,4 +15,11 @@ class EvalOptions(BaseModel):
     time: bool = Field(True, description="Time the kernel against the baseline.")
     profile: bool = Field(True, description="Count executed target instructions with Nsight Compute.")
     memcheck: bool = Field(False, description="Run compute-sanitizer's memcheck on the candidate's kernels.")
-    timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit for the GPU stages of one attempt (s).")
+    # Limits must be finite: a time-out of inf or nan reaches the OS as an overflow, not as "no limit".
+    timeout_s: float = Field(
+        120.0, gt=0, allow_inf_nan=False, description="Wall-clock limit for the GPU stages of one attempt (s)."
+    )
+    static_timeout_s: float = Field(
+        60.0, gt=0, allow_inf_nan=False,
+        description="Wall-clock limit for the static stages of one attempt (NVRTC, ptxas, nvdisasm together, s).",
+    )  # fmt: skip
