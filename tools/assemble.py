@@ -234,7 +234,7 @@ def _ptxas_diagnostics(log: str, ptx_lines: list[str], cuda_lines: list[str] | N
         if "Unsupported .version" in message:
             message += " (ptxas here accepts PTX up to the version it names: change the .version line)"
         if "Memory allocation failure" in message:
-            message += f" (ptxas may use {PTXAS_MEMORY_BYTES >> 30} GiB here: make the module smaller)"
+            message += f" (ptxas may use {PTXAS_MEMORY_BYTES / 2**30:g} GiB here: make the module smaller)"
         ptx_line = int(m.group("line")) if m.group("line") else None
         if loc_map is None:
             out.append(Diagnostic(line=ptx_line, severity=severity, message=message,

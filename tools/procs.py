@@ -14,6 +14,7 @@ import ctypes
 import functools
 import os
 import queue
+import re
 import resource
 import shutil
 import signal
@@ -144,9 +145,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_OWNED = re.compile(rf"^{TEMP_PREFIX}(\d+)-[a-z]+\d*-")  # what temp_prefix makes, and nothing else
+
+
 def _owner(name: str) -> int | None:
-    head = name.removeprefix(TEMP_PREFIX).split("-", 1)[0]
-    return int(head) if name.startswith(TEMP_PREFIX) and head.isdigit() else None
+    m = _OWNED.match(name)
+    return int(m.group(1)) if m else None
 
 
 def _orphan_owner(proc: Path) -> int | None:

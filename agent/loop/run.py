@@ -92,9 +92,8 @@ def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared
         )
     overrides = nest(pairs)
     folder = RunFolder.open(overrides.get("runs_dir", "runs"), run_id)
-    hold = contextlib.ExitStack()
-    try:
-        hold.enter_context(folder.lock())  # before anything is read: another process may be writing
+    with contextlib.ExitStack() as stack:  # released here if anything below refuses the run
+        stack.enter_context(folder.lock())  # before anything is read: another process may be writing
         _check_checkpoints(folder)
         folder.turns()  # a broken line is refused now, naming it, not halfway through the run
         saved = folder.config().model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
@@ -103,9 +102,7 @@ def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared
         task = _task(settings.task)
         journal = Journal(run_id, quiet)
         policy = make_policy(settings, task, settings.arch, journal)
-    except BaseException:
-        hold.close()
-        raise
+        hold = stack.pop_all()
     changed = _changed(tree, settings, pairs)
     if changed:  # a resume that changes nothing leaves config.json as it was
         resumes = [*saved.get("resumed", []), {"at": _now(), "changed": changed}]

@@ -143,7 +143,7 @@ class RunFolder:
             except ValidationError as e:
                 if number == len(lines):
                     break
-                raise RunFolderError(f"{p}, line {number}: not a turn:\n{format_validation_error(e, 3)}") from None
+                raise RunFolderError(f"{p}, line {number}: not a turn ({_one_line(e)})") from None
         return turns
 
     def cut_torn_tail(self) -> int:
@@ -182,7 +182,11 @@ def _read(path: Path, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate_json(_text(path))
     except ValidationError as e:
-        raise RunFolderError(f"{path} does not hold a {model.__name__}:\n{format_validation_error(e, 3)}") from None
+        raise RunFolderError(f"{path} does not hold a {model.__name__} ({_one_line(e)})") from None
+
+
+def _one_line(error: ValidationError) -> str:
+    return "; ".join(line.removeprefix("- ") for line in format_validation_error(error, 3).splitlines())
 
 
 @contextlib.contextmanager
@@ -205,7 +209,7 @@ def read_trajectories(folders: list[RunFolder]) -> tuple[list[Trajectory], list[
         try:
             trajectories.append(folder.trajectory())
         except RunFolderError as e:
-            skipped.append(str(e).replace("\n", " "))
+            skipped.append(str(e))
     return trajectories, skipped
 
 

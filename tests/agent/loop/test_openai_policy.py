@@ -13,7 +13,7 @@ from agent.loop.config import OpenAIConfig
 from agent.loop.policies import ModelError
 from agent.loop.policies.openai_policy import OpenAIPolicy
 from tests.agent.helpers import fixture_text, solve
-from tests.agent.openai_server import Behaviour, OpenAIServer
+from tests.agent.openai_server import Behaviour, OpenAIServer, Recorder
 from tools.schema import Message
 
 KEY_ENV = "PTXBENCH_TEST_KEY"
@@ -26,20 +26,6 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
     monkeypatch.setenv(KEY_ENV, SECRET)
     with OpenAIServer() as s:
         yield s
-
-
-class Recorder:
-    """What a policy reports (a Journal's event and say), kept for the test to look at."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict]] = []
-        self.lines: list[str] = []
-
-    def event(self, name: str, **fields) -> None:
-        self.events.append((name, fields))
-
-    def say(self, text: str) -> None:
-        self.lines.append(text)
 
 
 def make_policy(server: OpenAIServer, **settings) -> tuple[OpenAIPolicy, list[tuple[str, dict]]]:
