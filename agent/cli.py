@@ -12,7 +12,9 @@ from __future__ import annotations
 import difflib
 import json
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -91,6 +93,8 @@ def parse_pairs(words: list[str]) -> dict[str, str]:
     """`key=value` words → {key: value}; a key given twice, or a word without '=', is an error."""
     pairs: dict[str, str] = {}
     for word in words:
+        if not word.isascii() and not _utf8(word):  # argv bytes that are not UTF-8 arrive as lone surrogates
+            raise ConfigError(f"{word.encode('utf-8', 'backslashreplace').decode()!r} is not UTF-8 text")
         key, sep, value = word.partition("=")
         key = key.strip().lstrip("-")
         if not sep or not key:
@@ -99,6 +103,23 @@ def parse_pairs(words: list[str]) -> dict[str, str]:
             raise ConfigError(f"{key} is given twice")
         pairs[key] = value
     return pairs
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+@contextmanager
+def writing(key: str, path: Path) -> Iterator[None]:
+    """A failure to write the output that setting `key` names is a usage error (ConfigError), not a crash."""
+    try:
+        yield
+    except OSError as e:
+        raise ConfigError(f"{key}: cannot write {e.filename or path}: {e.strerror}") from None
 
 
 def keys(model: type[BaseModel]) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """`python -m agent.export_sft DIR… format=fixit|kernelgen out=FILE.jsonl [filters]`: supervised fine-tuning
 data from run folders, with a data card beside it (agent/sft/export.py says what each file holds).
-Exit status: 0 written (also when no example survived: the card says where they went); 2 usage error."""
+Exit status: 0 written (also when no example survived: the card says where they went); 2 usage error, or an
+output that cannot be written."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def _export(argv: list[str]) -> int:
     folders = find_runs(settings.dirs)
     if not folders:
         raise cli.ConfigError(f"no run folders under {', '.join(map(str, settings.dirs))}")
-    done = export(folders, settings, shlex.join(["python", "-m", "agent.export_sft", *argv]))
+    with cli.writing("out", settings.out):
+        done = export(folders, settings, shlex.join(["python", "-m", "agent.export_sft", *argv]))
     for s in done.skipped:
         print(f"warning: skipped {s}", file=sys.stderr)
     written = ", ".join(f"{count} in {path}" for path, count in done.files.values())

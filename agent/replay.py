@@ -1,7 +1,8 @@
 """`python -m agent.replay RUN_DIR… [device=N] [json=true]`: every recorded attempt that has a solution,
 evaluated again on this machine, next to what was recorded: both speedups, their ratio and the two
 measurements' combined spread (agent/bench/replay.py says what each flag means). RUN_DIR may be a run folder
-or a folder of runs. Exit status 0, whatever diverged; 2 when RUN_DIR holds no run or a run cannot be read."""
+or a folder of runs; a run that cannot be read is skipped with a warning naming its file. Exit status 0,
+whatever diverged; 2 when RUN_DIR holds no readable run."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from agent import cli
 from agent.bench.replay import problem, render, replay
-from agent.loop.store import find_runs
+from agent.loop.store import find_runs, read_trajectories
 from tasks.schema import UnknownName
 from tools.gpu.service import GpuService
 
@@ -36,13 +37,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _replay(argv: list[str]) -> int:
     settings = cli.read(ReplaySettings, argv, "dirs")
-    try:
-        trajs = [f.trajectory() for f in find_runs(settings.dirs)]
-        archs = [problem(traj)[1] for traj in trajs]
-    except (UnknownName, ValueError) as e:  # a run folder's files that do not parse (RunFolderError is one)
-        raise cli.ConfigError(str(e)) from None
+    readable, skipped = read_trajectories(find_runs(settings.dirs))
+    trajs, archs = [], []
+    for traj in readable:
+        try:
+            archs.append(problem(traj)[1])
+            trajs.append(traj)
+        except UnknownName as e:
+            skipped.append(f"{traj.run_id}: {e}")
+    for line in skipped:
+        print(f"warning: skipped {line}", file=sys.stderr)
     if not trajs:
-        raise cli.ConfigError(f"no run folders under {', '.join(map(str, settings.dirs))}")
+        where = ", ".join(map(str, settings.dirs))
+        raise cli.ConfigError(f"no run folders under {where}" + (" that can be read" if skipped else ""))
     results = []
     with GpuService(device=settings.device) as gpu:
         for traj, arch in zip(trajs, archs, strict=True):

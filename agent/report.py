@@ -1,6 +1,7 @@
 """`python -m agent.report DIR… [out=DIR]`: a Markdown report, with CSV tables and PNG plots, of the runs at
-or below each DIR (bench folders, runs dirs, run folders). Prints the report's path. Exit status 0 written;
-2 usage error, or no readable run under DIR."""
+or below each DIR (bench folders, runs dirs, run folders); a run folder that cannot be read is skipped with a
+warning naming its file. Prints the report's path. Exit status 0 written; 2 usage error, an output folder
+that cannot be written, or no readable run under DIR."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from agent import cli
 from agent.bench.report import write_report
-from agent.loop.store import find_runs
+from agent.loop.store import find_runs, read_trajectories
 
 
 class ReportSettings(BaseModel):
@@ -33,13 +34,16 @@ def _report(argv: list[str]) -> int:
     missing = [str(d) for d in dirs if not d.is_dir()]
     if missing:
         raise cli.ConfigError(f"not a folder: {', '.join(missing)}")
-    try:
-        trajs = [f.trajectory() for f in find_runs(dirs)]
-    except ValueError as e:  # a run folder's files that do not parse (RunFolderError is one)
-        raise cli.ConfigError(str(e)) from None
+    trajs, skipped = read_trajectories(find_runs(dirs))
+    for line in skipped:
+        print(f"warning: skipped {line}", file=sys.stderr)
     if not trajs:
-        raise cli.ConfigError(f"no run folders under {', '.join(map(str, dirs))}")
-    print(write_report(trajs, settings.out or dirs[0] / "report", dirs))
+        raise cli.ConfigError(
+            f"no run folders under {', '.join(map(str, dirs))}" + (" that can be read" if skipped else "")
+        )
+    out = settings.out or dirs[0] / "report"
+    with cli.writing("out", out):
+        print(write_report(trajs, out, dirs))
     return 0
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import Any
 
 from agent import cli
+from agent.loop.journal import Journal
 from agent.loop.policies.base import ModelError
 from agent.sft.settings import SynthSettings
 from agent.sft.synth import synthesize
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
 def _synthesize(argv: list[str]) -> int:
     settings = cli.read(SynthSettings, argv, "data")
     try:
-        result = synthesize(settings, shlex.join(["python", "-m", "agent.synth_reasoning", *argv]), _event)
+        command = shlex.join(["python", "-m", "agent.synth_reasoning", *argv])
+        result = synthesize(settings, command, Journal("synth_reasoning"))
     except ModelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -44,11 +45,6 @@ def _synthesize(argv: list[str]) -> int:
     )
     print(f"data card: {result.card_md}")
     return 0
-
-
-def _event(name: str, **fields: Any) -> None:
-    """The policy's retries, as progress on stderr."""
-    print(f"{name}: " + " ".join(f"{k}={v}" for k, v in fields.items()), file=sys.stderr)
 
 
 if __name__ == "__main__":

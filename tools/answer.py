@@ -10,6 +10,7 @@ import re
 
 from pydantic import ValidationError
 
+from tools.jsontext import JsonRefused, loads
 from tools.schema import ARG_KINDS, LaunchSpec, Solution
 
 MAX_ANSWER_BYTES = 8 << 20
@@ -54,7 +55,9 @@ def extract_solution(markdown: str) -> Solution:
 def parse_launch_spec(text: str, first_line: int = 0) -> LaunchSpec:
     """A LaunchSpec from JSON text; `first_line` is where the block starts in the answer (for messages)."""
     try:
-        data = json.loads(text)
+        data = loads(text)
+    except JsonRefused as e:
+        raise AnswerError(f"the launch spec is refused: {e}") from None
     except json.JSONDecodeError as e:
         where = f"line {e.lineno} column {e.colno} of the json block"
         if first_line:

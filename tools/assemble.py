@@ -14,11 +14,15 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tasks.schema import Arch
-from tools import nvrtc
+from tools import nvrtc, procs
 from tools import ptx as ptx_text
 from tools.toolchain import ToolNotFound, find_tool
 
 MAX_SOURCE_BYTES = 16 << 20
+# ptxas's address space: a huge unrolled module once took 2.9 GB; beyond this it fails with a memory error.
+PTXAS_MEMORY_BYTES = 4 << 30
+# Diagnostics kept per compile: a broken 5 MB module can yield 80,000, which would all land in the run folder.
+MAX_DIAGNOSTICS = 50
 PTX_NAME = "kernel.ptx"
 _PTXAS_LINE = re.compile(
     r"^ptxas(?: (?P<file>[^,]+), line (?P<line>\d+))?;?\s*(?P<sev>error|warning|fatal|info)\s*:\s*(?P<msg>.*)$"
@@ -67,6 +71,7 @@ class CompileResult(BaseModel):
     cubin: bytes | None = Field(None, exclude=True, repr=False)
     kernels: list[KernelResources] = Field(default_factory=list)
     diagnostics: list[Diagnostic] = Field(default_factory=list)
+    diagnostics_omitted: int = Field(0, description=f"Diagnostics beyond the first {MAX_DIAGNOSTICS}, counted only.")
     toolchain: dict[str, str] = Field(default_factory=dict)
     seconds: float = 0.0
     log: str = Field("", description="The compilers' raw output.")
@@ -75,35 +80,42 @@ class CompileResult(BaseModel):
     def errors(self) -> list[Diagnostic]:
         return [d for d in self.diagnostics if d.severity == "error"]
 
+    def add(self, diagnostics: list[Diagnostic]) -> None:
+        """Keep diagnostics up to MAX_DIAGNOSTICS; count the rest."""
+        room = max(MAX_DIAGNOSTICS - len(self.diagnostics), 0)
+        self.diagnostics += diagnostics[:room]
+        self.diagnostics_omitted += max(len(diagnostics) - room, 0)
+
     def message(self, limit: int = 10) -> str:
         shown = self.errors[:limit] or self.diagnostics[:limit]
         lines = [d.render() for d in shown]
         if len(self.errors) > limit:
             lines.append(f"… and {len(self.errors) - limit} more errors")
+        if self.diagnostics_omitted:
+            lines.append(f"… and {self.diagnostics_omitted:,} more diagnostics, not kept")
         return "\n".join(lines)
 
 
-def compile_source(
-    language: Literal["ptx", "cuda"], source: str, arch: Arch, timeout_s: float = 120.0
-) -> CompileResult:
+def compile_source(language: Literal["ptx", "cuda"], source: str, arch: Arch, timeout_s: float = 60.0) -> CompileResult:
+    """`timeout_s` bounds NVRTC and ptxas together."""
     if language == "cuda":
         return compile_cuda(source, arch, timeout_s)
     return compile_ptx(source, arch, timeout_s)
 
 
-def compile_ptx(ptx: str, arch: Arch, timeout_s: float = 120.0) -> CompileResult:
+def compile_ptx(ptx: str, arch: Arch, timeout_s: float = 60.0) -> CompileResult:
     start = time.perf_counter()
     result = CompileResult(ok=False, arch=arch, language="ptx", ptx=ptx)
     problem = _precheck_ptx(ptx, arch)
     if problem:
         result.diagnostics.append(problem)
     else:
-        _assemble(result, ptx, arch, timeout_s)
+        _assemble(result, ptx, arch, procs.Budget(timeout_s))
     result.seconds = time.perf_counter() - start
     return result
 
 
-def compile_cuda(source: str, arch: Arch, timeout_s: float = 120.0) -> CompileResult:
+def compile_cuda(source: str, arch: Arch, timeout_s: float = 60.0) -> CompileResult:
     start = time.perf_counter()
     result = CompileResult(ok=False, arch=arch, language="cuda")
     lines = source.splitlines()
@@ -119,16 +131,17 @@ def compile_cuda(source: str, arch: Arch, timeout_s: float = 120.0) -> CompileRe
         result.diagnostics.append(Diagnostic(line=e.line, severity="error", message=str(e),
                                              source_line=_quote(lines, e.line)))  # fmt: skip
         return result
-    ptx, log = nvrtc.lower_to_ptx(source, str(arch), timeout_s)
+    budget = procs.Budget(timeout_s)
+    ptx, log = nvrtc.lower_to_ptx(source, str(arch), budget)
     result.toolchain["nvrtc"] = nvrtc.version()
     result.log = log
-    result.diagnostics += _nvrtc_diagnostics(log, lines)
+    result.add(_nvrtc_diagnostics(log, lines))
     if ptx is None:
         if not result.errors:
             result.diagnostics.append(_module_error(log.strip() or "NVRTC failed without a message"))
     else:
         result.ptx = ptx
-        _assemble(result, ptx, arch, timeout_s, cuda_lines=lines)
+        _assemble(result, ptx, arch, budget, cuda_lines=lines)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -160,7 +173,7 @@ def _precheck_ptx(ptx: str, arch: Arch) -> Diagnostic | None:
 
 
 def _assemble(
-    result: CompileResult, ptx: str, arch: Arch, timeout_s: float, cuda_lines: list[str] | None = None
+    result: CompileResult, ptx: str, arch: Arch, budget: procs.Budget, cuda_lines: list[str] | None = None
 ) -> None:
     try:
         ptxas = find_tool("ptxas")
@@ -168,19 +181,19 @@ def _assemble(
         result.diagnostics.append(_module_error(str(e)))
         return
     result.toolchain["ptxas"] = f"{ptxas.version} ({ptxas.origin})"
-    with tempfile.TemporaryDirectory(prefix="ptxbench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("ptxas")) as tmp:
         src, out = Path(tmp) / PTX_NAME, Path(tmp) / "kernel.cubin"
         src.write_text(ptx)
         cmd = [str(ptxas.path), f"-arch={arch}", "-v", "-o", str(out), str(src)]
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
+            done = procs.run(cmd, budget.left(), memory_bytes=PTXAS_MEMORY_BYTES, cwd=tmp)
         except subprocess.TimeoutExpired:
-            result.diagnostics.append(_module_error(f"ptxas did not finish within {timeout_s:.0f} s"))
+            result.diagnostics.append(_module_error(budget.exceeded("ptxas")))
             return
         log = (done.stdout + done.stderr).replace(str(src), PTX_NAME)
         result.log = (result.log + "\n" + log).strip()
         result.kernels = _resources(log)
-        result.diagnostics += _ptxas_diagnostics(log, ptx.splitlines(), cuda_lines)
+        result.add(_ptxas_diagnostics(log, ptx.splitlines(), cuda_lines))
         if done.returncode == 0 and out.is_file():
             result.cubin = out.read_bytes()
             result.ok = True
@@ -220,6 +233,8 @@ def _ptxas_diagnostics(log: str, ptx_lines: list[str], cuda_lines: list[str] | N
         message = m.group("msg").strip()
         if "Unsupported .version" in message:
             message += " (ptxas here accepts PTX up to the version it names: change the .version line)"
+        if "Memory allocation failure" in message:
+            message += f" (ptxas may use {PTXAS_MEMORY_BYTES / 2**30:g} GiB here: make the module smaller)"
         ptx_line = int(m.group("line")) if m.group("line") else None
         if loc_map is None:
             out.append(Diagnostic(line=ptx_line, severity=severity, message=message,

@@ -1,6 +1,7 @@
-"""`python -m tools.compile FILE --arch ARCH [--task T] [--json]`: compile a .ptx, a .cu or a Markdown
-answer and report resources, diagnostics, SASS and target instructions. Exit 0 compiled, 1 did not
-compile (or the input is unusable), 2 bad usage."""
+"""`python -m tools.compile FILE --arch ARCH [--task T] [--timeout S] [--json]`: compile a .ptx, a .cu or a
+Markdown answer and report resources, diagnostics, SASS and target instructions. Exit 0 compiled (and, with
+--task, the launch spec matches the entries), 1 did not compile, the spec does not match, or the input is
+unusable; 2 bad usage."""
 
 from __future__ import annotations
 
@@ -9,17 +10,17 @@ import json
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from tasks.catalog import TARGETS, get_task, renamed
 from tasks.schema import Arch, UnknownName
-from tools import sass
-from tools.answer import AnswerError, extract_solution
+from tools import procs, sass
+from tools.answer import AnswerError, extract_solution, format_validation_error
 from tools.assemble import MAX_SOURCE_BYTES, CompileResult
 from tools.options import EvalOptions
 from tools.pipeline import abi_stage, compile_stage, sass_stage
 from tools.plan import SpecError, plan_launches
 from tools.schema import StageState
-
-DEFAULT_TIMEOUT_S = EvalOptions().compile_timeout_s
 
 
 class InputError(Exception):
@@ -57,8 +58,9 @@ def kind_of(path: Path, text: str) -> str:
     raise InputError(f"cannot tell what {path} holds: name it .ptx, .cu or .md")
 
 
-def build_report(path: Path, arch: Arch, task_name: str | None) -> dict:
-    """The pipeline's static stages on one file: compile, sass, and (an answer with --task) extract and abi."""
+def build_report(path: Path, arch: Arch, task_name: str | None, timeout_s: float) -> dict:
+    """The pipeline's static stages on one file: compile, sass, and (an answer with --task) extract and abi,
+    all within `timeout_s`."""
     text = read_text(path)
     kind = kind_of(path, text)
     task = get_task(task_name) if task_name else None
@@ -73,13 +75,16 @@ def build_report(path: Path, arch: Arch, task_name: str | None) -> dict:
         language, source = solution.language, solution.source
     else:
         language, source = kind, text
-    _, compiled = compile_stage(language, source, arch, DEFAULT_TIMEOUT_S)
+    budget = procs.Budget(timeout_s)
+    _, compiled = compile_stage(language, source, arch, budget.left())
     report = {"file": str(path), "arch": str(arch), "language": language, **_compile_fields(compiled)}
     groups = task.targets[arch] if task else TARGETS[arch]
     if compiled.ok:
-        stage = sass_stage(compiled, groups)
+        stage = sass_stage(compiled, groups, budget)
         if stage.state is StageState.SKIPPED:
             raise sass.SassError(stage.message)
+        if stage.state is StageState.FAILED:
+            raise InputError(f"{path}: {stage.message}")
         summaries = {k["name"]: k for k in stage.detail["kernels"]}
         for k in report["kernels"]:
             s = summaries.get(k["name"])
@@ -139,13 +144,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", required=True, help="sm_90a or sm_100a (aliases: sm_90, h100, h200, sm_100, b200)")
     parser.add_argument("--task", help="also check an answer's launch spec against this task")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    static_limit = EvalOptions.model_fields["static_timeout_s"]
+    parser.add_argument("--timeout", type=float, default=static_limit.default, help=static_limit.description)
     args = parser.parse_args(argv)
     try:
         arch = Arch.resolve(args.arch)
         if args.task:
             get_task(args.task)
+        EvalOptions(static_timeout_s=args.timeout)
     except UnknownName as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ValidationError as e:
+        print(f"error: --timeout: {format_validation_error(e).split(': ', 1)[-1]}", file=sys.stderr)
         return 2
     if args.task and renamed(args.task):
         print(renamed(args.task), file=sys.stderr)
@@ -153,12 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no such file: {args.file}", file=sys.stderr)
         return 2
     try:
-        report = build_report(args.file, arch, args.task)
+        report = build_report(args.file, arch, args.task, args.timeout)
     except (InputError, sass.SassError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(json.dumps(report, indent=2) if args.json else render(report))
-    return 0 if report["ok"] else 1
+    return 0 if report["ok"] and not report.get("abi") else 1
 
 
 if __name__ == "__main__":

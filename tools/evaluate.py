@@ -8,8 +8,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from tasks.catalog import get_task, renamed
 from tasks.schema import Arch, UnknownName
+from tools.answer import format_validation_error
 from tools.compile import InputError, read_text
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
@@ -51,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=DEFAULTS.trials, help=fields["trials"].description)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help=fields["seed"].description)
     parser.add_argument("--timeout", type=float, default=DEFAULTS.timeout_s, help=fields["timeout_s"].description)
+    parser.add_argument("--static-timeout", type=float, default=DEFAULTS.static_timeout_s,
+                        help=fields["static_timeout_s"].description)  # fmt: skip
     parser.add_argument("--device", type=int, default=0, help="GPU ordinal")
     args = parser.parse_args(argv)
     try:
@@ -61,14 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if renamed(args.task):
         print(renamed(args.task), file=sys.stderr)
-    options = EvalOptions(
-        trials=args.trials,
-        seed=args.seed,
-        time=not args.no_time,
-        profile=not args.no_profile,
-        memcheck=args.memcheck,
-        timeout_s=args.timeout,
-    )
+    try:
+        options = EvalOptions(
+            trials=args.trials,
+            seed=args.seed,
+            time=not args.no_time,
+            profile=not args.no_profile,
+            memcheck=args.memcheck,
+            timeout_s=args.timeout,
+            static_timeout_s=args.static_timeout,
+        )
+    except ValidationError as e:
+        print("error: invalid options (--timeout, --static-timeout, --trials):\n" + format_validation_error(e),
+              file=sys.stderr)  # fmt: skip
+        return 2
     with GpuService(args.device) as gpu:
         evaluation = evaluate_answer(text, task, arch, options, gpu)
     print(evaluation.model_dump_json(indent=2) if args.json else render(evaluation))

@@ -1,6 +1,7 @@
 """CUDA C++ (with inline PTX) → PTX through NVRTC, in a child process so that a compiler crash or hang
 costs only that process. Only headers NVRTC ships (the CUDA runtime wheel's include folder) may be
-included: any other #include would read the host's files."""
+included, or tested with __has_include: any other name would read the host's files, or tell the model
+(through #error) which of them exist."""
 
 from __future__ import annotations
 
@@ -11,11 +12,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tools import procs
 from tools.toolchain import cuda_include_dir
 
 SOURCE_NAME = "answer.cu"
 _INCLUDE = re.compile(r"^[\s\ufeff]*(?:#|%:|\?\?=)\s*include(?:_next)?\b\s*(.*)$")
 _PP_NAME = re.compile(r'^(<([^<>]+)>|"([^"]+)")')
+_IF = re.compile(r"^[\s\ufeff]*(?:#|%:|\?\?=)\s*(?:if|elif)\b")
+_DEFINE = re.compile(r"^[\s\ufeff]*(?:#|%:|\?\?=)\s*define\s+([A-Za-z_]\w*)(.*)$")
+# Identifiers and the paste operator, with string and character literals matched only to be stepped over.
+_WORD = re.compile(r'"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?|(?P<word>[A-Za-z_]\w*|##|%:%:)')
+_HAS_INCLUDE = {"__has_include", "__has_include_next"}
+_HAS_INCLUDE_OPERAND = re.compile(r'\s*\(\s*(<[^<>]+>|"[^"]+")\s*\)')
+SHIPPED_EXAMPLES = "(e.g. <cuda_bf16.h>, <cuda_fp16.h>, <cuda_fp8.h>, <cuda_pipeline.h>)"
 # The tokens that decide where comments are: literals (a comment opener inside one is text), identifiers and
 # pp-numbers (so that `u8"`, `R"` and digit separators like 1'000 read as the compiler reads them), comments.
 _TOKEN = re.compile(
@@ -37,9 +46,22 @@ class IncludeRefused(ValueError):
 
 
 def check_includes(source: str) -> None:
-    """Raise IncludeRefused for an #include of anything but a header in the CUDA include folder."""
+    """Raise IncludeRefused for an #include, or a __has_include test, of anything but a header in the CUDA
+    include folder, and for anything that could build such a test where we cannot see it."""
     include_dir = cuda_include_dir()
-    for number, line in _logical_lines(source):
+    lines = _logical_lines(source)
+    pasting = _pasting_macros(lines)
+    for number, line in lines:
+        words = [m for m in _WORD.finditer(line) if m.group("word")]
+        for m in words:
+            if m.group("word") in _HAS_INCLUDE:
+                _check_has_include(number, line, m.end(), include_dir)
+        if _IF.match(line) and (used := sorted({m.group("word") for m in words} & pasting)):
+            raise IncludeRefused(
+                number,
+                f"#if/#elif may not use {used[0]}: it pastes tokens (##), which can build a __has_include test "
+                "of a host file",
+            )
         m = _INCLUDE.match(line)
         if not m:
             continue
@@ -50,8 +72,37 @@ def check_includes(source: str) -> None:
             raise IncludeRefused(
                 number,
                 f"#include {name_match.group(1)} is refused: only the headers NVRTC ships may be included "
-                "(e.g. <cuda_bf16.h>, <cuda_fp16.h>, <cuda_fp8.h>, <cuda_pipeline.h>)",
+                + SHIPPED_EXAMPLES,
             )
+
+
+def _check_has_include(number: int, line: str, end: int, include_dir: Path | None) -> None:
+    operand = _HAS_INCLUDE_OPERAND.match(line, end)
+    if operand is None:
+        raise IncludeRefused(number, "__has_include must test a header named literally: __has_include(<name>)")
+    name = _PP_NAME.match(operand.group(1))
+    if not _shipped(name.group(2) or name.group(3), include_dir):
+        raise IncludeRefused(
+            number,
+            f"__has_include({operand.group(1)}) is refused: only the headers NVRTC ships may be tested "
+            + SHIPPED_EXAMPLES,
+        )
+
+
+def _pasting_macros(lines: list[tuple[int, str]]) -> set[str]:
+    """Macros that paste tokens, or expand to one that does (to a fixed point): in #if they could build
+    `__has_include` out of pieces that no check sees."""
+    bodies = {}
+    for _, line in lines:
+        if m := _DEFINE.match(line):
+            bodies[m.group(1)] = {w.group("word") for w in _WORD.finditer(m.group(2)) if w.group("word")}
+    pasting = {name for name, words in bodies.items() if words & {"##", "%:%:"}}
+    grown = True
+    while grown:
+        more = {name for name, words in bodies.items() if words & pasting} - pasting
+        pasting |= more
+        grown = bool(more)
+    return pasting
 
 
 def _logical_lines(source: str) -> list[tuple[int, str]]:
@@ -90,19 +141,13 @@ def _shipped(name: str, include_dir: Path | None) -> bool:
     return path.is_file() and path.is_relative_to(include_dir.resolve())
 
 
-def lower_to_ptx(source: str, arch: str, timeout_s: float = 60.0) -> tuple[str | None, str]:
+def lower_to_ptx(source: str, arch: str, budget: procs.Budget) -> tuple[str | None, str]:
     """(PTX or None, NVRTC's log). `arch` is e.g. 'sm_90a'."""
     request = json.dumps({"source": source, "arch": arch})
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "tools.nvrtc"],
-            input=request,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
+        done = procs.run([sys.executable, "-m", "tools.nvrtc"], budget.left(), input=request)
     except subprocess.TimeoutExpired:
-        return None, f"NVRTC did not finish within {timeout_s:.0f} s"
+        return None, budget.exceeded("NVRTC")
     if done.returncode != 0:
         return None, f"NVRTC crashed (exit code {done.returncode}): {done.stderr.strip()[-2000:]}"
     reply = json.loads(done.stdout)

@@ -15,19 +15,28 @@ class EvalOptions(BaseModel):
     time: bool = Field(True, description="Time the kernel against the baseline.")
     profile: bool = Field(True, description="Count executed target instructions with Nsight Compute.")
     memcheck: bool = Field(False, description="Run compute-sanitizer's memcheck on the candidate's kernels.")
+    # Limits must be finite: a time-out of inf or nan reaches the OS as an overflow, not as "no limit".
     timeout_s: float | None = Field(
         None,
         gt=0,
+        allow_inf_nan=False,
         description="Wall-clock limit of each of the run and check stages (s); unset: from the task's FLOPs at "
         "floor_tflops (tools/gpu/limits.py).",
     )
     floor_tflops: float = Field(
-        50.0, gt=0, description="The slowest rate (TFLOP/s) the default run and check limits allow for a kernel."
+        50.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="The slowest rate (TFLOP/s) the default run and check limits allow for a kernel.",
     )
     speedup_ceiling: float = Field(
         3.0,
         gt=0,
+        allow_inf_nan=False,
         description="A speedup above this is re-measured and re-checked on fresh inputs before it is reported, "
         "and flagged if it stands.",
     )
-    compile_timeout_s: float = Field(120.0, gt=0, description="Wall-clock limit for ptxas and NVRTC (s).")
+    static_timeout_s: float = Field(
+        60.0, gt=0, allow_inf_nan=False,
+        description="Wall-clock limit for the static stages of one attempt (NVRTC, ptxas, nvdisasm together, s).",
+    )  # fmt: skip

@@ -18,8 +18,8 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from tasks.schema import Arch, TargetGroup, Task
+from tools import procs, sass
 from tools import ptx as ptx_text
-from tools import sass
 from tools.abi import check_abi
 from tools.answer import AnswerError, extract_solution
 from tools.assemble import CompileResult, compile_source
@@ -106,10 +106,12 @@ def compile_stage(language: str, source: str, arch: Arch, timeout_s: float) -> t
 
 
 @_timed
-def sass_stage(compiled: CompileResult, groups: list[TargetGroup]) -> StageResult:
+def sass_stage(compiled: CompileResult, groups: list[TargetGroup], budget: procs.Budget | None = None) -> StageResult:
     """Opcode histograms per kernel, local-memory traffic, and which target groups the SASS holds."""
     try:
-        opcodes = sass.full_opcodes(sass.disassemble(compiled.cubin))
+        opcodes = sass.full_opcodes(sass.disassemble(compiled.cubin, budget))
+    except sass.SassTimeout as e:  # a module too large to disassemble in time is the kernel's problem
+        return StageResult(name=Stage.SASS, state=StageState.FAILED, message=str(e))
     except sass.SassError as e:  # a tool failure, not the kernel's
         return StageResult(name=Stage.SASS, state=StageState.SKIPPED, message=f"nvdisasm unavailable: {e}")
     presence = sass.target_presence(groups, compiled.ptx, opcodes)
@@ -143,12 +145,14 @@ def build(static: Static, task: Task, arch: Arch, options: EvalOptions) -> Stati
     if static.failed or static.solution is None or static.plan is None:
         return static
     sol = static.solution
-    stage, compiled = compile_stage(sol.language, sol.source, arch, options.compile_timeout_s)
+    budget = procs.Budget(options.static_timeout_s)  # compile and sass share it; abi only reads text
+    stage, compiled = compile_stage(sol.language, sol.source, arch, budget.left())
     stages = [*static.stages, stage]
     if stage.state is StageState.FAILED:
         return static.model_copy(update={"stages": stages})
-    stages.append(sass_stage(compiled, task.targets[arch]))  # skipped at worst: nvdisasm is our tool, not theirs
-    stages.append(abi_stage(sol, compiled, task, arch))
+    stages.append(sass_stage(compiled, task.targets[arch], budget))  # skipped if nvdisasm is missing: our tool
+    if stages[-1].state is not StageState.FAILED:
+        stages.append(abi_stage(sol, compiled, task, arch))
     if stages[-1].state is StageState.FAILED:
         return static.model_copy(update={"stages": stages})
     module = CompiledModule(language=sol.language, ptx=compiled.ptx, cubin=compiled.cubin, plan=static.plan,

@@ -19,7 +19,8 @@ from tools.schema import LaunchSpec, ScalarArg, TensorArg, TensorMapArg
 MAX_THREADS = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
-MAX_SCRATCH_BYTES = 16 << 30
+MAX_SCRATCH_BYTES = 16 << 30  # all scratch buffers of one answer together
+MAX_RANK = 8
 SCALAR_RANGES = {
     "u32": (0, 2**32 - 1),
     "s32": (-(2**31), 2**31 - 1),
@@ -110,6 +111,7 @@ class _Planner:
                        role=t.role, init=t.init)
             for t in self.task.tensors
         ]  # fmt: skip
+        scratch_bytes = 0
         for i, s in enumerate(spec.scratch):
             path = f"scratch[{i}] ({s.name!r})"
             if any(b.name == s.name for b in buffers):
@@ -121,9 +123,16 @@ class _Planner:
             if not shape or any(n <= 0 for n in shape):
                 self.problems.append(f"{path}.shape: every extent must be positive, got {shape}")
                 continue
+            if len(shape) > MAX_RANK:
+                self.problems.append(f"{path}.shape: {len(shape)} extents; a buffer has at most {MAX_RANK}")
+                continue
             nbytes = math.prod(shape) * DTYPE_BYTES[s.dtype]
-            if nbytes > MAX_SCRATCH_BYTES:
-                self.problems.append(f"{path}: {nbytes / 2**30:.1f} GiB is over the {MAX_SCRATCH_BYTES >> 30} GiB cap")
+            scratch_bytes += nbytes
+            if scratch_bytes > MAX_SCRATCH_BYTES:
+                self.problems.append(
+                    f"{path}: {nbytes / 2**30:.1f} GiB brings the scratch to {scratch_bytes / 2**30:.1f} GiB, over "
+                    f"the {MAX_SCRATCH_BYTES >> 30} GiB cap on all scratch buffers together"
+                )
                 continue
             buffers.append(BufferPlan(name=s.name, dtype=s.dtype, shape=shape, role="scratch", init=s.init))
         by_name = {b.name: b for b in buffers}

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from tasks.schema import TargetGroup
+from tools import procs
 from tools import ptx as ptx_text
 from tools.toolchain import ToolNotFound, find_tool
 
@@ -21,7 +22,11 @@ LOCAL_MEMORY_OPCODES = ("LDL", "STL")
 
 
 class SassError(RuntimeError):
-    pass
+    """nvdisasm is missing or failed: our tool's problem, not the kernel's."""
+
+
+class SassTimeout(SassError):
+    """nvdisasm ran out of the static stages' time: the module is too large, which is the kernel's problem."""
 
 
 class TargetPresence(BaseModel):
@@ -40,18 +45,19 @@ class KernelSass(BaseModel):
     local_memory: dict[str, int]  # LDL/STL static counts
 
 
-def disassemble(cubin: bytes, timeout_s: float = 60.0) -> str:
+def disassemble(cubin: bytes, budget: procs.Budget | None = None) -> str:
+    budget = budget or procs.Budget(60.0)
     try:
         tool = find_tool("nvdisasm")
     except ToolNotFound as e:
         raise SassError(str(e)) from None
-    with tempfile.TemporaryDirectory(prefix="ptxbench-sass-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("sass")) as tmp:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
         try:
-            done = subprocess.run([str(tool.path), "-c", str(path)], capture_output=True, text=True, timeout=timeout_s)
+            done = procs.run([str(tool.path), "-c", str(path)], budget.left())
         except subprocess.TimeoutExpired:
-            raise SassError(f"nvdisasm did not finish within {timeout_s:.0f} s") from None
+            raise SassTimeout(budget.exceeded("nvdisasm")) from None
     if done.returncode != 0:
         raise SassError(f"nvdisasm failed: {done.stderr.strip()[:500]}")
     return done.stdout

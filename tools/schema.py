@@ -251,6 +251,17 @@ class Message(BaseModel):
     content: str
 
 
+class ReplyCut(BaseModel):
+    """A reply field (the answer or its reasoning) too large to keep whole in the trajectory, the checkpoints
+    and the next prompt: they hold its head and a marker; the whole text is in a compressed side file."""
+
+    field: Literal["response", "reasoning"]
+    bytes: int = Field(description="The original's size in UTF-8 (lone surrogates as 3 bytes each).")
+    sha256: str = Field(description="Of those bytes.")
+    archive: str = Field(description="The side file, relative to the run folder: the original bytes, gzipped.")
+    archived_bytes: int = Field(description="How many of the original bytes the side file holds (it has a cap).")
+
+
 class Turn(BaseModel):
     """One model call and the evaluation of its answer."""
 
@@ -265,6 +276,12 @@ class Turn(BaseModel):
     solution: Solution | None = None
     evaluation: Evaluation
     feedback: str | None = Field(None, description="What the model was told about this attempt (next turn's input).")
+    cuts: list[ReplyCut] = Field(default_factory=list, description="Reply fields kept only in part (too large).")
+    lone_surrogates: dict[str, list[tuple[int, int]]] = Field(
+        default_factory=dict,
+        description="Code points U+D800–U+DFFF the reply held alone (no UTF-8 file can): per field, the "
+        "(index, code point) pairs; the field's text has U+FFFD at each index (agent/loop/reply.py restores them).",
+    )
     model_seconds: float = 0.0
     eval_seconds: float = 0.0
     started_at: str = Field(description="ISO-8601 UTC time the turn began.")

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from tools import procs
+
 ENV_VARS = {"ptxas": "PTXBENCH_PTXAS", "nvdisasm": "PTXBENCH_NVDISASM"}
 WHEELS = {"ptxas": "nvidia-cuda-nvcc", "nvdisasm": "nvidia-cuda-nvdisasm"}
 
@@ -45,7 +47,7 @@ def _wheel_paths(relative: str) -> list[Path]:
 
 def _version(path: Path) -> str:
     try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = procs.run([str(path), "--version"], 30).stdout
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"unknown ({e})"
     m = re.search(r"V(\d+\.\d+\.\d+)", out) or re.search(r"release (\d+\.\d+)", out)

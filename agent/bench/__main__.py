@@ -49,7 +49,8 @@ def _bench(argv: list[str]) -> int:
         raise cli.ConfigError("tasks= and archs= required, e.g. tasks=core archs=sm_90a llm=reference")
     bench, bench_dir, concurrency = configure(cli.parse_pairs(argv))
     check_runs(bench)
-    save(bench, bench_dir)
+    with cli.writing("runs_dir", bench_dir):
+        save(bench, bench_dir)
     return run_bench(bench, bench_dir, concurrency)
 
 

@@ -26,6 +26,7 @@ from tools.answer import format_validation_error
 
 BENCH_FORMAT = 1
 MODES = ("single", "multi")
+MAX_RUNS = 100_000  # a plan is built whole and kept in bench.json: 10^8 samples would take gigabytes
 # Settings agent.bench sets for each run itself, or that a bench cannot share across runs.
 RESERVED = {
     "task": "use tasks=",
@@ -120,6 +121,12 @@ def plan(
     for key, why in RESERVED.items():
         if key in solve:
             raise ConfigError(f"{key} cannot be set for a bench: {why}")
+    planned = len(tasks) * len(archs) * len(modes) * samples
+    if planned > MAX_RUNS:
+        raise ConfigError(
+            f"the bench would plan {planned:,} runs ({len(tasks)} tasks × {len(archs)} archs × {len(modes)} modes "
+            f"× {samples:,} samples); at most {MAX_RUNS:,}: lower samples="
+        )
     runs = [
         PlannedRun(
             run_id=check_run_id(f"{task}-{arch}-{mode}-s{sample:02d}"),

@@ -35,9 +35,10 @@ from agent.bench.plan import (
 from agent.bench.progress import Progress
 from agent.bench.tables import markdown_table, percent, times
 from agent.cli import ConfigError
+from agent.loop.journal import Journal
 from agent.loop.policies import make_policy
 from agent.loop.run import execute, prepare
-from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs
+from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs, read_trajectories
 from tasks.catalog import get_task
 from tools.pool.local import LocalPool
 from tools.schema import Trajectory
@@ -109,7 +110,7 @@ def check_runs(bench: Bench) -> None:
     API key fails here, not halfway through)."""
     for run in {(r.task, r.arch, r.mode): r for r in bench.runs}.values():
         settings = bench.settings(run)
-        make_policy(settings, get_task(run.task), settings.arch, lambda *args, **kwargs: None).close()
+        make_policy(settings, get_task(run.task), settings.arch, Journal(run.run_id, quiet=True)).close()
 
 
 def run_bench(bench: Bench, bench_dir: Path, concurrency: int) -> int:
@@ -140,7 +141,9 @@ def run_bench(bench: Bench, bench_dir: Path, concurrency: int) -> int:
     progress.close()
     pool.close()
     planned = {r.run_id for r in bench.runs}
-    trajs = [f.trajectory() for f in find_runs([bench_dir]) if f.run_id in planned]
+    trajs, skipped = read_trajectories([f for f in find_runs([bench_dir]) if f.run_id in planned])
+    for line in skipped:
+        print(f"warning: not scored: {line}", file=sys.stderr)
     print(score_table(trajs))
     print(f"\nbench folder: {bench_dir}\nreport: python -m agent.report {bench_dir}")
     errors = [o for o in outcomes if o.code != 0]

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -34,9 +35,26 @@ class OpenAIConfig(BaseModel):
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields, sent as given: llm.extra.top_p=0.95, or a JSON object."
     )
-    timeout_s: float = Field(900.0, gt=0, description="Seconds one request may take before it is retried.")
+    timeout_s: float = Field(
+        900.0, gt=0, allow_inf_nan=False, description="Seconds one request may take before it is retried."
+    )
     retries: int = Field(6, ge=0, description="Retries after a 408/409/429/5xx, a time-out or a garbled reply.")
-    backoff_s: float = Field(2.0, ge=0, description="First wait before a retry; doubles each time, at most 60 s.")
+    backoff_s: float = Field(
+        2.0, ge=0, allow_inf_nan=False, description="First wait before a retry; doubles each time, at most 60 s."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        """Refused here, not found out as a "connection failed" after every retry."""
+        try:
+            url = urlsplit(value)
+            url.port  # noqa: B018  # reading it checks the port
+        except ValueError as e:
+            raise ValueError(f"{value!r} is not a URL ({e})") from None
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL with a host, e.g. http://127.0.0.1:8000/v1")
+        return value
 
     @field_validator("extra", mode="before")
     @classmethod
@@ -121,9 +139,13 @@ class SolveConfig(BaseModel):
     history: Literal["full", "last"] = Field(
         "full", description="What the model sees of earlier turns: all of them, or only the last."
     )
-    target_speedup: float = Field(1.0, gt=0, description="Stop once a correct attempt with its targets is this fast.")
+    target_speedup: float = Field(
+        1.0, gt=0, allow_inf_nan=False, description="Stop once a correct attempt with its targets is this fast."
+    )
     max_tokens_total: int | None = Field(None, ge=1, description="Token budget (prompt + completion) of the run.")
-    max_wall_s: float | None = Field(None, gt=0, description="Time budget: seconds of model and evaluation time.")
+    max_wall_s: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="Time budget: seconds of model and evaluation time."
+    )
     runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
     run_id: str | None = Field(None, description="The new run's id (default: time, task, arch, random suffix).")
     eval: EvalConfig = Field(default_factory=EvalConfig)
@@ -139,6 +161,7 @@ class SolveConfig(BaseModel):
 RESUMABLE = {
     "max_turns", "max_tokens_total", "max_wall_s", "runs_dir",
     "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.retries", "llm.backoff_s", "eval.device",
+    "eval.timeout_s", "eval.static_timeout_s",
 }  # fmt: skip
 
 

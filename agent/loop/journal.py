@@ -1,5 +1,6 @@
 """Where a run reports: structured JSON events in the run folder's events.log (structlog), and short
-progress lines for people on the terminal (stderr, so stdout keeps only the final table).
+progress lines for people on the terminal (stderr, so stdout keeps only the final table). Both pass through
+agent/redact.py first, so no secret an endpoint echoes reaches either.
 
 Events emitted before the run folder exists (while the policy is being set up) are kept and written
 when the journal is attached to the folder's events.log.
@@ -14,6 +15,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from agent.redact import redact
+
 
 class Journal:
     def __init__(self, run_id: str, quiet: bool = False):
@@ -21,11 +24,17 @@ class Journal:
         self.quiet = quiet
         self._buffer = io.StringIO()
         self._sink: TextIO = self._buffer
-        processors = [structlog.processors.TimeStamper(fmt="iso", utc=True), structlog.processors.JSONRenderer()]
+        processors = [
+            lambda _logger, _name, event: redact(event),
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ]
         self._log = structlog.wrap_logger(structlog.WriteLogger(self), processors=processors).bind(run_id=run_id)
 
     def attach(self, events_path: Path) -> None:
-        """Write events to `events_path` from now on (appending: a resumed run continues the file)."""
+        """Write events to `events_path` from now on (appending: a resumed run continues the file); once."""
+        if self._sink is not self._buffer:
+            return
         sink = open(events_path, "a")  # noqa: SIM115  # closed by close(); lives as long as the run
         sink.write(self._buffer.getvalue())
         sink.flush()
@@ -37,7 +46,7 @@ class Journal:
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            print(text, file=sys.stderr, flush=True)
+            print(redact(text), file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._sink is not self._buffer:

@@ -10,6 +10,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from agent.loop import reply as replies
 from agent.loop.conversation import build_messages
 from agent.loop.feedback import feedback_message
 from agent.loop.routing import stop_reason
@@ -39,12 +40,19 @@ def generate(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     start = time.perf_counter()
     reply = ctx.policy.respond(messages, turn)
     seconds = time.perf_counter() - start
+    kept = replies.keep(reply, ctx.folder.path / "attempts", turn)
     completion = reply.completion_tokens
-    if completion is None:
-        completion = count_text(reply.text) + (count_text(reply.reasoning) if reply.reasoning else 0)
+    if completion is None:  # counted on what is kept; the rest of a cut field estimated at 4 bytes a token
+        completion = count_text(kept["text"]) + (count_text(kept["reasoning"]) if kept["reasoning"] else 0)
+        completion += sum(cut["bytes"] // 4 for cut in kept["cuts"])
+    for cut in kept["cuts"]:
+        ctx.journal.event("generate.cut", turn=turn, **cut)
+        say(ctx, turn, "generate", f"the {cut['field']} is {cut['bytes']:,} bytes: kept whole in {cut['archive']}")
+    if kept["lone_surrogates"]:
+        counts = {field: len(found) for field, found in kept["lone_surrogates"].items()}
+        ctx.journal.event("generate.lone_surrogates", turn=turn, **counts)
     answer = {
-        "text": reply.text,
-        "reasoning": reply.reasoning,
+        **kept,
         "finish_reason": reply.finish_reason,
         "prompt_tokens": reply.prompt_tokens if reply.prompt_tokens is not None else prompt_estimate,
         "completion_tokens": completion,
@@ -80,7 +88,7 @@ def extract(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     if reply["finish_reason"] == "length":  # a truncated module is never worth assembling
         static = Static(stages=[StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=TRUNCATED)])
     else:
-        static = pipeline.extract(ctx.task, ctx.arch, answer=reply["text"])
+        static = pipeline.extract(ctx.task, ctx.arch, answer=replies.whole_answer(reply, ctx.folder.path))
     if static.failed:
         failure = pipeline.evaluation(static, ctx.task, ctx.arch)
         ctx.journal.event("extract.failed", turn=state["turn"], message=failure.message)
@@ -149,6 +157,8 @@ def feedback(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         solution=Static.model_validate(state["static"]).solution if state.get("static") else None,
         evaluation=evaluation,
         feedback=message,
+        cuts=reply.get("cuts", []),
+        lone_surrogates=reply.get("lone_surrogates", {}),
         model_seconds=state["model_seconds"],
         eval_seconds=state.get("eval_seconds", 0.0),
         started_at=state["started_at"],

@@ -9,9 +9,10 @@ error; 130 interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +30,9 @@ from agent.loop.prompts import system_prompt, task_prompt, toolchain
 from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
 from agent.loop.state import RunContext
-from agent.loop.store import RunFolder, check_run_id, new_run_id
+from agent.loop.store import RunFolder, RunFolderError, check_run_id, new_run_id
+from agent.loop.summary import summarize
+from agent.redact import redact
 from tasks.catalog import get_task, renamed
 from tasks.schema import Task, UnknownName
 from tools.gpu.base import Gpu, Unavailable
@@ -47,6 +50,7 @@ class Prepared:
     journal: Journal
     resumed: bool
     seed: Seed | None = None
+    hold: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the run folder's lock
 
 
 def prepare(argv: list[str], quiet: bool = False) -> Prepared:
@@ -68,7 +72,7 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
     journal = Journal(run_id, quiet)
     if note:
         journal.say(note)
-    policy = make_policy(settings, task, settings.arch, journal.event)
+    policy = make_policy(settings, task, settings.arch, journal)
     config = {
         **settings.model_dump(mode="json"),
         "task_version": task.version,
@@ -79,7 +83,9 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
         **({"seed_attempt": seed.record()} if seed is not None else {}),
     }
     folder = RunFolder.create(settings.runs_dir, run_id, config)
-    return Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed)
+    prepared = Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed)
+    prepared.hold.enter_context(folder.lock())
+    return prepared
 
 
 def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared:
@@ -90,26 +96,55 @@ def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared
         )
     overrides = nest(pairs)
     folder = RunFolder.open(overrides.get("runs_dir", "runs"), run_id)
-    if not folder.checkpoints_path.is_file():
-        raise ConfigError(f"{folder.path} has no checkpoints.sqlite, so it cannot be resumed")
-    recorded = folder.config()
-    saved = recorded.model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
-    tree = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
-    settings = build_config(merge(tree, overrides))
-    task = _task(settings.task)
-    if recorded.task_version != task.version:
-        raise ConfigError(
-            f"{folder.path} solved definition v{recorded.task_version} of {recorded.task}; today's {task.name} is "
-            f"v{task.version}, so resuming would mix two workloads in one run: start a new run instead"
-        )
-    journal = Journal(run_id, quiet)
-    policy = make_policy(settings, task, settings.arch, journal.event)
-    changed = {k: v for k, v in pairs.items() if k != "runs_dir"}  # where the run lives is not a setting
-    if changed:
+    with contextlib.ExitStack() as stack:  # released here if anything below refuses the run
+        stack.enter_context(folder.lock())  # before anything is read: another process may be writing
+        _check_checkpoints(folder)
+        folder.turns()  # a broken line is refused now, naming it, not halfway through the run
+        recorded = folder.config()
+        saved = recorded.model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
+        tree = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
+        settings = build_config(merge(tree, overrides))
+        task = _task(settings.task)
+        if recorded.task_version != task.version:
+            raise ConfigError(
+                f"{folder.path} solved definition v{recorded.task_version} of {recorded.task}; today's {task.name} "
+                f"is v{task.version}, so resuming would mix two workloads in one run: start a new run instead"
+            )
+        journal = Journal(run_id, quiet)
+        policy = make_policy(settings, task, settings.arch, journal)
+        hold = stack.pop_all()
+    changed = _changed(tree, settings, pairs)
+    if changed:  # a resume that changes nothing leaves config.json as it was
         resumes = [*saved.get("resumed", []), {"at": _now(), "changed": changed}]
         updated = {**saved, **settings.model_dump(mode="json"), "resumed": resumes}
         folder.write_config({k: v for k, v in updated.items() if k != "format_version"})
-    return Prepared(settings, task, folder, policy, journal, resumed=True, seed=_seed(settings, task))
+    return Prepared(settings, task, folder, policy, journal, resumed=True, seed=_seed(settings, task), hold=hold)
+
+
+def _check_checkpoints(folder: RunFolder) -> None:
+    if not folder.checkpoints_path.is_file():
+        raise RunFolderError(f"{folder.path} has no checkpoints.sqlite, so it cannot be resumed")
+    try:  # read-only: a check must not change the file
+        with contextlib.closing(sqlite3.connect(f"file:{folder.checkpoints_path}?mode=ro", uri=True)) as db:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        raise RunFolderError(f"{folder.checkpoints_path} is not a readable checkpoint database ({e})") from None
+
+
+def _changed(saved: dict[str, Any], settings: SolveConfig, pairs: dict[str, str]) -> dict[str, str]:
+    """The given settings whose values differ from the saved ones (where the run lives is not a setting)."""
+    try:
+        before = build_config(saved).model_dump(mode="json")
+    except ConfigError:  # the saved settings are no longer valid: the given ones repair them
+        before = {}
+    after = settings.model_dump(mode="json")
+
+    def at(tree: dict[str, Any], key: str) -> Any:
+        for part in key.split("."):
+            tree = tree.get(part) if isinstance(tree, dict) else None
+        return tree
+
+    return {k: v for k, v in pairs.items() if k != "runs_dir" and (not before or at(before, k) != at(after, k))}
 
 
 def _seed(settings: SolveConfig, task: Task) -> Seed | None:
@@ -135,8 +170,12 @@ def open_gpu(settings: EvalConfig) -> Gpu:
 def execute(run: Prepared, gpu: Gpu | None = None) -> int:
     """Run the loop to its end and report. `gpu` is one the caller shares among runs (a pool) and closes
     itself, or a stand-in (tests); without it the run opens and closes its own."""
+    with run.hold:
+        return _execute(run, gpu)
+
+
+def _execute(run: Prepared, gpu: Gpu | None) -> int:
     settings, folder, journal, policy = run.settings, run.folder, run.journal, run.policy
-    journal.attach(folder.events_path)
     own_gpu = gpu is None
     gpu = open_gpu(settings.eval) if gpu is None else gpu
     ctx = RunContext(
@@ -161,17 +200,20 @@ def execute(run: Prepared, gpu: Gpu | None = None) -> int:
         ctx.system_prompt, ctx.task_prompt = run.seed.system_prompt, run.seed.task_prompt
     _header(ctx, run.resumed, run.seed)
     conn = sqlite3.connect(folder.checkpoints_path, check_same_thread=False)
-    code, reason, detail = 0, None, None
+    code, reason, detail, noop = 0, None, None, False
     try:
         graph = build_graph(SqliteSaver(conn))
         config: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}
         go, start = _starting_input(graph, config, ctx, run.seed.history() if run.seed else [])
         if go:
+            journal.attach(folder.events_path)
+            _cut_torn_tail(ctx)
             done = len(graph.get_state(config).values.get("results", []))
             config["recursion_limit"] = STEPS_PER_TURN * (settings.max_turns - done + 1) + 10
             final = graph.invoke(start, config, context=ctx, durability="sync")
             reason = final.get("stop_reason")
-        else:
+        else:  # nothing to do: nothing in the run folder changes
+            noop = True
             reason = stop_reason(graph.get_state(config).values["results"], settings, policy.max_answers)
             journal.say(f"run {folder.run_id} had already finished ({reason}); nothing to do")
     except ModelError as e:
@@ -182,12 +224,21 @@ def execute(run: Prepared, gpu: Gpu | None = None) -> int:
         code, reason, detail = 130, "interrupted", "interrupted by the user"
     except Exception as e:  # a harness or loop bug: keep the run resumable and say where it broke
         code, reason, detail = 1, "error", f"{type(e).__name__}: {e}"
+        journal.attach(folder.events_path)
         journal.event("run.crashed", traceback=traceback.format_exc())
     finally:
         if own_gpu:
             gpu.close()
         policy.close()
         conn.close()
+    if noop:
+        summary = folder.summary() or summarize(folder.turns(), target_speedup=settings.target_speedup,
+                                                stop_reason=reason)  # fmt: skip
+        if not journal.quiet:
+            print(summary_table(summary, folder))
+        return code
+    journal.attach(folder.events_path)
+    detail = redact(detail)
     summary = write_summary(ctx, reason, detail)
     journal.event("run.done", stop_reason=reason, detail=detail, outcome=summary.outcome.value)
     if detail:
@@ -198,6 +249,14 @@ def execute(run: Prepared, gpu: Gpu | None = None) -> int:
         print(summary_table(summary, folder))
     journal.close()
     return code
+
+
+def _cut_torn_tail(ctx: RunContext) -> None:
+    """A run killed while writing a turn's line left it torn: cut it, so the turn is written again whole."""
+    cut = ctx.folder.cut_torn_tail()
+    if cut:
+        ctx.journal.event("trajectory.torn_tail_cut", bytes=cut, kept_in="trajectory.torn")
+        ctx.journal.say(f"  trajectory.jsonl ended in a torn line ({cut:,} bytes): cut, kept in trajectory.torn")
 
 
 def _starting_input(graph: Any, config: dict[str, Any], ctx: RunContext, seeded: list[Exchange]) -> tuple[bool, Any]:

@@ -41,6 +41,7 @@ class Seed:
             "run_id": self.folder.run_id,
             "turn": self.turn.index,
             "status": self.turn.evaluation.status.value,
+            "cut": bool(self.turn.cuts),  # its reply was kept only in part (agent.export_sft skips it)
             "policy": self.config.policy,
             "llm": self.config.llm.model_dump(mode="json", exclude_unset=True),
         }

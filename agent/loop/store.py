@@ -7,11 +7,18 @@ runs/<run_id>/
   events.log         structured log (JSON lines)
   checkpoints.sqlite the repair loop's LangGraph checkpoints (thread id = run id), for resume=RUN_ID
   attempts/          turn_NN.response.md (the answer) and turn_NN.feedback.md (what the loop told the model
-                     about it); turn_NN.ptx or .cu and turn_NN.launch.json when a solution was extracted
+                     about it); turn_NN.ptx or .cu and turn_NN.launch.json when a solution was extracted;
+                     turn_NN.response.full.gz (and .reasoning.full.gz): an oversized reply, whole (reply.py)
+  trajectory.torn    torn last lines cut from trajectory.jsonl on resume (a run killed mid-write), kept
+
+A file that does not parse is a RunFolderError naming the file (and line); a process that runs or resumes a
+run holds an exclusive lock on its folder, so two cannot drive one run at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -20,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent.cli import ConfigError
 from tools.answer import format_validation_error
@@ -66,7 +73,10 @@ class RunFolder:
         path = Path(runs_dir) / check_run_id(run_id)
         if path.exists():
             raise RunFolderError(f"run folder {path} already exists (use resume={run_id} to continue it)")
-        (path / "attempts").mkdir(parents=True)
+        try:
+            (path / "attempts").mkdir(parents=True)
+        except OSError as e:
+            raise RunFolderError(f"runs_dir: cannot create {path}: {e.strerror}") from None
         folder = cls(path)
         _write_atomic(path / "config.json", json.dumps({"format_version": TRAJECTORY_FORMAT, **config}, indent=2))
         (path / "trajectory.jsonl").touch()
@@ -97,7 +107,7 @@ class RunFolder:
         return self.path / "checkpoints.sqlite"
 
     def config(self) -> RunConfig:
-        return RunConfig.model_validate_json((self.path / "config.json").read_text())
+        return _read(self.path / "config.json", RunConfig)
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Replace the settings (a resumed run that changed its limits records the new ones)."""
@@ -105,7 +115,7 @@ class RunFolder:
 
     def summary(self) -> RunSummary | None:
         p = self.path / "summary.json"
-        return RunSummary.model_validate_json(p.read_text()) if p.is_file() else None
+        return _read(p, RunSummary) if p.is_file() else None
 
     def write_summary(self, summary: RunSummary) -> None:
         _write_atomic(self.path / "summary.json", summary.model_dump_json(indent=2))
@@ -132,23 +142,82 @@ class RunFolder:
         p = self.path / "trajectory.jsonl"
         if not p.is_file():
             return []
-        lines = p.read_text().splitlines()
+        lines = _text(p).splitlines()
         turns = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
             try:
                 turns.append(Turn.model_validate_json(line))
-            except ValueError as e:
+            except ValidationError as e:
                 if number == len(lines):
                     break
                 if problems is None:
-                    raise RunFolderError(f"{p}, line {number}: not a turn ({e})") from None
+                    raise RunFolderError(f"{p}, line {number}: not a turn ({error_line(e)})") from None
                 problems.append(f"{p}, line {number}: not a turn ({error_line(e)})")
         return turns
 
+    def cut_torn_tail(self) -> int:
+        """Cut a torn last line (no newline at its end: a run killed mid-write) from trajectory.jsonl, so the
+        next turn starts on a line of its own; the piece is kept in trajectory.torn. Returns its length."""
+        p = self.path / "trajectory.jsonl"
+        data = p.read_bytes() if p.is_file() else b""
+        if not data or data.endswith(b"\n"):
+            return 0
+        start = data.rfind(b"\n") + 1
+        with open(self.path / "trajectory.torn", "ab") as torn:
+            torn.write(data[start:] + b"\n")
+        with open(p, "r+b") as f:
+            f.truncate(start)
+            os.fsync(f.fileno())
+        return len(data) - start
+
+    def lock(self) -> contextlib.AbstractContextManager[None]:
+        """Hold this run for this process (released when the process ends, however it ends)."""
+        return _locked(self.path)
+
     def trajectory(self) -> Trajectory:
         return Trajectory(run_id=self.run_id, config=self.config(), turns=self.turns(), summary=self.summary())
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise RunFolderError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise RunFolderError(f"{path}: cannot read it ({e.strerror})") from None
+
+
+def _read(path: Path, model: type[BaseModel]) -> Any:
+    try:
+        return model.model_validate_json(_text(path))
+    except ValidationError as e:
+        raise RunFolderError(f"{path} does not hold a {model.__name__} ({error_line(e)})") from None
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    fd = os.open(path, os.O_RDONLY)  # a lock on the folder itself: nothing is written to take it
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunFolderError(f"{path} is in use: another process is running or resuming this run") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def read_trajectories(folders: list[RunFolder]) -> tuple[list[Trajectory], list[str]]:
+    """The trajectories that can be read, and a line per folder that cannot (its file and why)."""
+    trajectories, skipped = [], []
+    for folder in folders:
+        try:
+            trajectories.append(folder.trajectory())
+        except RunFolderError as e:
+            skipped.append(str(e))
+    return trajectories, skipped
 
 
 def find_runs(paths: list[Path]) -> list[RunFolder]:

@@ -8,7 +8,9 @@ the first turn of a seeded run (agent.mine_repairs), the seed's attempt from ano
 are the recorded turn's own: system, task prompt, the failed attempt and its feedback (the last two
 messages it was sent), then the passing answer. Earlier turns of a full-history run are left out: the
 pair teaches repairing one attempt from its feedback. `unverified` (GPU stages skipped) is not a failure:
-the attempt may have been right, so it never starts a pair.
+the attempt may have been right, so it never starts a pair. A turn whose reply was too large to keep whole
+(Turn.cuts) is in no example, as the answer or as the failed attempt: its recorded text is not what the
+model wrote.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from typing import Any, Literal
 from agent.loop.store import RunFolder
 from agent.loop.tokens import count_messages
 from tools.answer import AnswerError, extract_solution
+from tools.ptx import COMMENT
 from tools.schema import Message, PolicyRecord, RunConfig, Status, Trajectory, Turn
 
 Kind = Literal["fixit", "kernelgen"]
 KINDS: tuple[Kind, ...] = ("fixit", "kernelgen")
 FAILED = frozenset(Status) - {Status.PASSED, Status.UNVERIFIED}
-_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _SPACE = re.compile(r"\s+")
 
 
@@ -82,7 +84,7 @@ class Example:
 
 def normalize_source(source: str) -> str:
     """PTX or CUDA with comments and all whitespace removed: two answers that differ only there are one."""
-    return _SPACE.sub("", _COMMENTS.sub("", source))
+    return _SPACE.sub("", COMMENT.sub("", source))
 
 
 def answer_key(text: str) -> str:
@@ -110,16 +112,16 @@ def examples(trajectory: Trajectory, kind: Kind) -> list[Example]:
     previous = None
     if seed is not None:
         seed_model = PolicyRecord.model_validate(seed.get("llm") or {}).model_name
-        previous = Origin(seed["run_id"], seed["turn"], seed_model), seed["status"]
+        previous = Origin(seed["run_id"], seed["turn"], seed_model), seed["status"], bool(seed.get("cut"))
     found = []
     for turn in trajectory.turns:
         here = Origin(trajectory.run_id, turn.index, model)
-        if turn.evaluation.status is Status.PASSED:
+        if turn.evaluation.status is Status.PASSED and not turn.cuts:
             if kind == "kernelgen" and _has_prompts(turn):
                 found.append(_kernelgen(config, turn, here))
-            elif previous is not None and previous[1] in FAILED and _has_feedback_turn(turn):
-                found.append(_fixit(config, turn, here, *previous))
-        previous = here, turn.evaluation.status.value
+            elif previous is not None and previous[1] in FAILED and not previous[2] and _has_feedback_turn(turn):
+                found.append(_fixit(config, turn, here, *previous[:2]))
+        previous = here, turn.evaluation.status.value, bool(turn.cuts)
     return found
 
 

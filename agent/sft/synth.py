@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 from typing import Any
 
+from agent.loop.journal import Journal
 from agent.loop.policies.base import Reply
 from agent.loop.policies.openai_policy import OpenAIPolicy
 from agent.loop.tokens import count_messages, count_text
@@ -113,14 +113,15 @@ def as_recorded(line: dict[str, Any]) -> dict[str, Any]:
     return {**line, "metadata": meta}
 
 
-def synthesize(settings: SynthSettings, command: str, on_event: Callable[..., Any]) -> Result:
+def synthesize(settings: SynthSettings, command: str, journal: Journal) -> Result:
     """Reads the file, asks the model for each example that needs reasoning, writes OUT and its card.
-    ConfigError/DataError for bad settings or data; ModelError when the endpoint fails after its retries."""
+    ConfigError/DataError for bad settings or data; ModelError when the endpoint fails after its retries.
+    The policy says each retry through `journal` (numbered by the example's line)."""
     source = settings.data[0]
     if source.resolve() == settings.out.resolve():
         raise DataError(f"out={settings.out} is the input file: write the new data elsewhere")
     file = data.load(source, settings.require_card)
-    policy = OpenAIPolicy(settings.llm, on_event)
+    policy = OpenAIPolicy(settings.llm, journal)
     todo = [
         (number, r)
         for number, r in enumerate(file.records, start=1)

@@ -24,6 +24,7 @@ class Behaviour:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     usage: bool = True
+    echo_authorization: bool = False  # the error names the request's Authorization header, as careless servers do
 
 
 def completion(b: Behaviour) -> bytes:
@@ -56,7 +57,12 @@ class OpenAIServer:
                 b = server.script.popleft() if server.script else server.default
                 if b.delay_s:
                     time.sleep(b.delay_s)
-                if b.status != 200:
+                if b.echo_authorization:
+                    auth = self.headers.get("authorization", "")
+                    key = auth.split()[-1] if auth else ""
+                    message = f"Incorrect API key provided: {auth}" if b.status == 401 else f"failed for key {key}"
+                    payload = json.dumps({"error": {"message": message, "headers": dict(self.headers)}}).encode()
+                elif b.status != 200:
                     payload = b.body or json.dumps({"error": {"message": f"scripted {b.status}"}}).encode()
                 else:
                     payload = b.body if b.body is not None else completion(b)
@@ -89,3 +95,17 @@ class OpenAIServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class Recorder:
+    """What a policy reports (a Journal's event and say), kept for a test to look at."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict]] = []
+        self.lines: list[str] = []
+
+    def event(self, name: str, **fields: Any) -> None:
+        self.events.append((name, fields))
+
+    def say(self, text: str) -> None:
+        self.lines.append(text)

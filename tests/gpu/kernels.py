@@ -52,6 +52,7 @@ extern "C" __global__ void __launch_bounds__(256) gemm_bt(
       if (r < M && c < N) store_bf16(C + (size_t)r * N + c /*STORE_OFFSET*/, acc[i][j]);
     }
   /*STATE_UPDATE*/
+  /*INPUT_WRITE*/
 }
 """
 
@@ -62,6 +63,7 @@ CORRECT = {
     "/*HANG*/": "",
     "/*STATE_CHECK*/": "",
     "/*STATE_UPDATE*/": "",
+    "/*INPUT_WRITE*/": "",
 }
 
 VARIANTS = {
@@ -74,6 +76,11 @@ VARIANTS = {
     "race": {"/*BARRIER*/": ""},
     # Spins until A's first two elements are both 0xFFFF (a NaN the input draw never makes).
     "hang": {"/*HANG*/": "while (*(volatile const unsigned int*)A != 0xFFFFFFFFu) {}"},
+    # Correct output, but block (0,0) also overwrites A's first element: inputs are read-only.
+    "writes_input": {
+        "/*INPUT_WRITE*/": "if ((blockIdx.x | blockIdx.y | threadIdx.x) == 0) "
+        "store_bf16(const_cast<__nv_bfloat16*>(A), 12345.0f);"
+    },
     # Skips all work once 3 launches have completed (the last block to finish counts a launch):
     # correct in 3 check trials, wrong after timing.
     "stateful": {

@@ -17,7 +17,7 @@ from tools.gpu.base import CompiledModule
 from tools.gpu.memcheck import memcheck_stage
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
-from tools.pipeline import evaluate_answer
+from tools.pipeline import build, evaluate_answer, extract
 from tools.plan import plan_launches
 from tools.schema import Evaluation, Stage, StageState, Status
 
@@ -136,25 +136,26 @@ def _compiled(text: str):
     return solution, compile_source(solution.language, solution.source, Arch.SM_90A)
 
 
-def _module(compiled, plan) -> CompiledModule:
-    return CompiledModule(language="cuda", ptx=compiled.ptx, cubin=compiled.cubin, plan=plan)
+def module_of(text: str) -> CompiledModule:
+    """The built module of an answer, its plan open to changes the planner would refuse."""
+    static = build(extract(TASK, Arch.SM_90A, answer=text), TASK, Arch.SM_90A, QUICK)
+    assert static.module is not None, static.failed
+    return static.module
 
 
 def test_shared_memory_the_driver_refuses_is_a_launch_error(gpu):
-    solution, compiled = _compiled(answer("correct"))
-    plan = plan_launches(solution.launch, TASK, Arch.SM_90A)
-    plan.launches[0].shared_bytes = Arch.SM_90A.max_shared_bytes  # plus the kernel's static tiles: too much
-    outcome = gpu.evaluate(TASK, Arch.SM_90A, _module(compiled, plan), QUICK)
+    module = module_of(answer("correct"))
+    module.plan.launches[0].shared_bytes = Arch.SM_90A.max_shared_bytes  # plus the kernel's static tiles: too much
+    outcome = gpu.evaluate(TASK, Arch.SM_90A, module, QUICK)
     assert outcome.status is Status.LAUNCH_ERROR
     assert "MAX_DYNAMIC_SHARED_SIZE_BYTES" in outcome.message
     assert_healthy(gpu)
 
 
 def test_too_many_threads_for_the_registers_is_a_launch_error(gpu):
-    solution, compiled = _compiled(answer("correct"))
-    plan = plan_launches(solution.launch, TASK, Arch.SM_90A)
-    plan.launches[0].block = [1024, 1, 1]  # the kernel is built for at most 256 (__launch_bounds__)
-    outcome = gpu.evaluate(TASK, Arch.SM_90A, _module(compiled, plan), QUICK)
+    module = module_of(answer("correct"))
+    module.plan.launches[0].block = [1024, 1, 1]  # the kernel is built for at most 256 (__launch_bounds__)
+    outcome = gpu.evaluate(TASK, Arch.SM_90A, module, QUICK)
     assert outcome.status is Status.LAUNCH_ERROR
     assert "threads fit in a block" in outcome.message
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tasks.schema import Arch
-from tools import nvrtc
+from tools import nvrtc, procs
 from tools.assemble import compile_cuda
 from tools.ptx import entries
 
@@ -156,9 +156,9 @@ def test_refused_include_becomes_a_diagnostic_on_its_line():
 
 
 def test_nvrtc_time_out_is_a_message():
-    ptx, log = nvrtc.lower_to_ptx(WGMMA_CUDA, "sm_90a", timeout_s=0.001)
+    ptx, log = nvrtc.lower_to_ptx(WGMMA_CUDA, "sm_90a", procs.Budget(0.001))
     assert ptx is None
-    assert log.startswith("NVRTC did not finish within")
+    assert log.startswith("NVRTC did not finish within the 0.001 s limit of the static stages")
 
 
 def test_nul_bytes_are_refused_not_truncated():

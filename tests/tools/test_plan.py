@@ -170,5 +170,6 @@ def test_scratch_buffers():
         "scratch[0] ('s').shape: every extent must be positive, got [0]"
     ]
     assert problems(spec(scratch=[{"name": "s", "dtype": "float32", "shape": ["M", "N", "K"]}])) == [
-        "scratch[0] ('s'): 1120.0 GiB is over the 16 GiB cap"
+        "scratch[0] ('s'): 1120.0 GiB brings the scratch to 1120.0 GiB, over the 16 GiB cap on all scratch buffers "
+        "together"
     ]

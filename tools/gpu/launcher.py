@@ -16,6 +16,7 @@ import numpy as np
 from cuda.bindings import driver as cu
 
 from tasks.schema import DTYPE_BYTES
+from tools import procs
 from tools.gpu.driver import CudaError, LaunchError, call, load_module, prepare_launches, synchronize
 from tools.plan import BufferPlan, LaunchPlan
 
@@ -96,4 +97,5 @@ def main(bundle: Path) -> int:
 
 
 if __name__ == "__main__":
+    procs.die_with_parent(os.getppid())  # ncu or compute-sanitizer starts it: it must not outlive them
     sys.exit(main(Path(sys.argv[1])))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from tools import procs
 from tools.gpu import launcher
 from tools.plan import LaunchPlan
 from tools.schema import Stage, StageResult, StageState
@@ -114,19 +115,13 @@ def memcheck_stage(cubin: bytes, plan: LaunchPlan, device: int, timeout_s: float
     if sanitizer is None:
         return _result(StageState.SKIPPED, "compute-sanitizer is not installed here", start)
     kernels = sorted({launch.kernel for launch in plan.launches})
-    with tempfile.TemporaryDirectory(prefix="ptxbench-memcheck-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("memcheck")) as tmp:
         bundle = launcher.write_bundle(Path(tmp) / "bundle", cubin, plan)
         cmd = [str(sanitizer), "--tool", "memcheck", "--print-limit", str(MAX_FINDINGS)]
         if len(kernels) == 1:
             cmd += ["--kernel-name", f"kns={kernels[0]}"]
         try:
-            done = subprocess.run(
-                [*cmd, *launcher.command(bundle)],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env=launcher.environment(device),
-            )
+            done = procs.run([*cmd, *launcher.command(bundle)], timeout_s, env=launcher.environment(device))
         except subprocess.TimeoutExpired:
             return _result(StageState.SKIPPED, f"compute-sanitizer did not finish within {timeout_s:.0f} s", start)
     output = done.stdout + done.stderr

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.schema import TargetGroup
+from tools import procs
 from tools.gpu import launcher
 from tools.plan import LaunchPlan
 from tools.schema import Stage, StageResult, StageState
@@ -102,7 +103,7 @@ def profile_stage(
     if ncu is None:
         return _skipped("Nsight Compute (ncu) is not installed here", start), {}
     kernels = sorted({launch.kernel for launch in plan.launches})
-    with tempfile.TemporaryDirectory(prefix="ptxbench-ncu-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("ncu")) as tmp:
         bundle = launcher.write_bundle(Path(tmp) / "bundle", cubin, plan)
         report = Path(tmp) / "profile"
         cmd = [
@@ -123,26 +124,14 @@ def profile_stage(
             *launcher.command(bundle),
         ]
         try:
-            done = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout_s, env=launcher.environment(device)
-            )
+            done = procs.run(cmd, timeout_s, env=launcher.environment(device))
             if done.returncode != 0 or not report.with_suffix(".ncu-rep").is_file():
                 return _skipped(f"ncu did not produce a report: {_tail(done.stdout + done.stderr)}", start), {}
-            raw = subprocess.run(
-                [
-                    str(ncu),
-                    "-i",
-                    str(report.with_suffix(".ncu-rep")),
-                    "--page",
-                    "raw",
-                    "--csv",
-                    "--print-metric-instances",
-                    "details",
-                ],
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-            )
+            raw = procs.run(
+                [str(ncu), "-i", str(report.with_suffix(".ncu-rep")), "--page", "raw", "--csv",
+                 "--print-metric-instances", "details"],
+                timeout_s,
+            )  # fmt: skip
         except subprocess.TimeoutExpired:
             return _skipped(f"ncu did not finish within {timeout_s:.0f} s", start), {}
     launches = parse_report(raw.stdout)

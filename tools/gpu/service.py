@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from tasks.schema import Arch, Task
+from tools import procs
 from tools.gpu import launcher, memcheck, profile
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, device_info
@@ -51,7 +52,7 @@ class GpuService:
         self.start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen | None = None
         self._lines: queue.Queue = queue.Queue()
-        fd, log_path = tempfile.mkstemp(prefix=f"ptxbench-worker{device}-", suffix=".log")
+        fd, log_path = tempfile.mkstemp(prefix=procs.temp_prefix(f"worker{device}"), suffix=".log")
         self._log_path = Path(log_path)
         self._log = os.fdopen(fd, "w")
         self.restarts = 0
@@ -77,7 +78,7 @@ class GpuService:
     def _start(self) -> None:
         start = time.perf_counter()
         env = dict(launcher.environment(self.device), PYTHONUNBUFFERED="1")
-        self._proc = subprocess.Popen(
+        self._proc = procs.spawn(  # dies with this process, even after kill -9
             [sys.executable, "-m", self.worker_module],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -110,11 +110,27 @@ class _Attempt:
             driver.call(driver.cu.cuModuleUnload, self.module)
         return {"status": status, "message": message, "metrics": self.metrics, "sticky": sticky}
 
+    def _out_of_memory(self, error: torch.cuda.OutOfMemoryError) -> AttemptFailed:
+        """Free this attempt's memory, so the worker stays usable, and say what did not fit."""
+        self.buffers, self.first = {}, None
+        torch.cuda.empty_cache()
+        total = sum(math.prod(b.shape) * DTYPE_BYTES[b.dtype] for b in self.plan.buffers)
+        first_line = str(error).splitlines()[0] if str(error) else "CUDA out of memory"
+        return AttemptFailed(
+            Status.LAUNCH_ERROR,
+            self.current,
+            f"out of GPU memory in the {self.current} stage: the task tensors and scratch buffers ({total / 2**30:.1f} "
+            f"GiB) and the check's own tensors do not fit ({first_line}); use less scratch",
+        )
+
     def _stage(self, stage: Stage, fn) -> None:
         self.current = stage
         self.worker.emit({"progress": str(stage)})
         start = time.perf_counter()
-        message, detail = fn()
+        try:
+            message, detail = fn()
+        except torch.cuda.OutOfMemoryError as e:  # anywhere in the stage: scratch, the reference, the baseline
+            raise self._out_of_memory(e) from None
         result = StageResult(
             name=stage, state=StageState.PASSED, message=message, detail=detail, seconds=time.perf_counter() - start
         )
@@ -124,17 +140,9 @@ class _Attempt:
 
     def _run(self) -> tuple[str, dict]:
         dev = self.worker.device
-        try:
-            self.buffers = {
-                b.name: torch.empty(b.shape, dtype=TORCH_DTYPES[b.dtype], device=dev) for b in self.plan.buffers
-            }
-        except torch.cuda.OutOfMemoryError:
-            total = sum(math.prod(b.shape) * DTYPE_BYTES[b.dtype] for b in self.plan.buffers)
-            raise AttemptFailed(
-                Status.LAUNCH_ERROR,
-                Stage.RUN,
-                f"the task tensors and scratch buffers ({total / 2**30:.1f} GiB) do not fit in GPU memory",
-            ) from None
+        self.buffers = {  # out of memory here is a launch_error (_stage)
+            b.name: torch.empty(b.shape, dtype=TORCH_DTYPES[b.dtype], device=dev) for b in self.plan.buffers
+        }
         addresses = {name: t.data_ptr() for name, t in self.buffers.items()}
         try:
             self.module = driver.load_module(self.cubin)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import os
 import re
 import time
 from dataclasses import dataclass
@@ -117,20 +118,26 @@ def load_run(folder: RunFolder) -> LoadedRun | Unreadable:
     trajectory.jsonl or a summary.json that does not parse is noted, and the rest shown."""
     try:
         config = folder.config()
-    except (OSError, ValueError) as e:
-        return Unreadable(folder.path, f"config.json: {error_line(e)}")
+    except (OSError, ValueError) as e:  # RunFolderError is a ValueError
+        return Unreadable(folder.path, _within(folder, e))
     problems: list[str] = []
     try:
         turns = folder.turns(problems)
-    except OSError as e:
-        turns, problems = [], [f"trajectory.jsonl: {error_line(e)}"]
+    except (OSError, ValueError) as e:
+        turns, problems = [], [_within(folder, e)]
     try:
         summary = folder.summary()
     except (OSError, ValueError) as e:
         summary = None
-        problems.append(f"summary.json: {error_line(e)} (the summary shown is derived from the turns)")
+        problems.append(f"{_within(folder, e)} (the summary shown is derived from the turns)")
     traj = Trajectory(run_id=folder.run_id, config=config, turns=turns, summary=summary)
-    return LoadedRun(folder.path, traj, tuple(problems))
+    return LoadedRun(folder.path, traj, tuple(_within(folder, p) for p in problems))
+
+
+def _within(folder: RunFolder, error: Exception | str) -> str:
+    """A reading error as the run's page shows it: its files named within the run folder, which the page names."""
+    text = error if isinstance(error, str) else error_line(error)
+    return text.replace(f"{folder.path}{os.sep}", "")
 
 
 def _slug(folder: Path, root: Path, taken: set[str]) -> str:

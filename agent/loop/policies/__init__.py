@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from agent.loop.config import OpenAIConfig, ReferenceConfig, ReplayConfig, ScriptedConfig, SolveConfig
+from agent.loop.journal import Journal
 from agent.loop.policies.base import ModelError, Policy, Reply
 from tasks.schema import Arch, Task
 
 __all__ = ["ModelError", "Policy", "Reply", "make_policy"]
 
 
-def make_policy(settings: SolveConfig, task: Task, arch: Arch, on_event: Callable[..., Any]) -> Policy:
-    """The configured policy; ConfigError when it cannot work (no key, no reference, bad fixture)."""
+def make_policy(settings: SolveConfig, task: Task, arch: Arch, journal: Journal) -> Policy:
+    """The configured policy, reporting to `journal`; ConfigError when it cannot work (no key, no reference,
+    bad fixture)."""
     llm = settings.llm
     if isinstance(llm, OpenAIConfig):
         from agent.loop.policies.openai_policy import OpenAIPolicy  # the openai client only when it is used
 
-        return OpenAIPolicy(llm, on_event)
+        return OpenAIPolicy(llm, journal)
     from agent.loop.policies import offline
 
     if isinstance(llm, ReferenceConfig):

@@ -3,7 +3,7 @@ recorded run. Each answers by turn number and has a known number of answers, aft
 
 A scripted fixture is a JSON list; each item is an answer's text, or an object:
   {"text": "...", "reasoning": "...", "finish_reason": "length", "delay_s": 2}
-  {"file": "turn_02.md"}           (text from a file beside the fixture)
+  {"file": "turn_02.md"}           (text from a file in the fixture's own folder: a name, not a path)
 `delay_s` simulates the model's latency (for demos, and for tests that kill a run mid-turn).
 """
 
@@ -21,6 +21,7 @@ from agent.loop.store import RunFolder
 from tasks.schema import Arch, Task
 from tasks.solutions import answer_path, available, reference_answer
 from tools.answer import format_validation_error
+from tools.jsontext import JsonRefused, loads
 from tools.schema import Message
 
 
@@ -52,7 +53,7 @@ class ScriptedAnswer(BaseModel):
     file: str | None = Field(None, description="A file beside the fixture holding the text.")
     reasoning: str | None = None
     finish_reason: str | None = "stop"
-    delay_s: float = Field(0.0, ge=0)
+    delay_s: float = Field(0.0, ge=0, le=3600, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _one_source(self) -> ScriptedAnswer:
@@ -61,17 +62,29 @@ class ScriptedAnswer(BaseModel):
         return self
 
 
+def _beside(fixture: Path, name: str, number: int) -> str:
+    """The text of file `name` in the fixture's folder; a path elsewhere (/etc/…, ../…) is refused."""
+    where = f"llm.path: {fixture}, answer {number}"
+    source = fixture.parent / name
+    if Path(name).name != name or source.resolve().parent != fixture.resolve().parent:
+        raise ConfigError(f"{where}: 'file' must name a file beside the fixture, not a path ({name!r})")
+    try:
+        return source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{where}: cannot read {source}: {getattr(e, 'strerror', None) or e}") from None
+
+
 class ScriptedPolicy:
     """Fixture answers, one per turn."""
 
     def __init__(self, path: Path):
         self.path = path
         try:
-            items = json.loads(path.read_text())
+            items = loads(path.read_text(encoding="utf-8"))
         except OSError as e:
             raise ConfigError(f"llm.path: cannot read {path}: {e.strerror}") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"llm.path: {path} is not JSON: {e}") from None
+        except (json.JSONDecodeError, JsonRefused, UnicodeDecodeError) as e:
+            raise ConfigError(f"llm.path: {path} is not a JSON fixture we read: {e}") from None
         if not isinstance(items, list) or not items:
             raise ConfigError(f"llm.path: {path} must hold a non-empty JSON list of answers")
         self.answers: list[ScriptedAnswer] = []
@@ -81,10 +94,7 @@ class ScriptedPolicy:
             except ValidationError as e:
                 raise ConfigError(f"llm.path: {path}, answer {i + 1}:\n{format_validation_error(e)}") from None
             if answer.file is not None:
-                source = path.parent / answer.file
-                if not source.is_file():
-                    raise ConfigError(f"llm.path: {path}, answer {i + 1}: no file {source}")
-                answer = answer.model_copy(update={"text": source.read_text(), "file": None})
+                answer = answer.model_copy(update={"text": _beside(path, answer.file, i + 1), "file": None})
             self.answers.append(answer)
         self.max_answers = len(self.answers)
 

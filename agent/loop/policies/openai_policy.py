@@ -1,23 +1,29 @@
 """Any OpenAI-compatible chat-completions endpoint, with our own retries so each one is logged.
 
-Retried with exponential back-off (the server's Retry-After wins when it gives one): 408, 409, 429,
-5xx, time-outs, dropped connections, and replies that are not a chat completion. Refusals that retrying
-cannot fix end the run: a bad key or unknown model is a configuration error, any other 4xx a ModelError.
+Retried with exponential back-off (the server's Retry-After wins when it gives a usable one): 408, 409,
+429, 5xx, time-outs, dropped connections, and replies that are not a chat completion; each retry is said on
+the terminal with its wait. Refusals that retrying cannot fix end the run: a bad key or unknown model is a
+configuration error, any other 4xx a ModelError. Every text taken from the endpoint is redacted
+(agent/redact.py) before it goes anywhere: servers echo the key in their errors.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
-from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
 
 from agent.cli import ConfigError
 from agent.loop.config import OpenAIConfig
+from agent.loop.journal import Journal
 from agent.loop.policies.base import ModelError, Reply
+from agent.redact import redact, register
 from tools.schema import Message
 
 RETRY_STATUS = {408, 409, 429}
@@ -31,7 +37,7 @@ class MalformedReply(Exception):
 class OpenAIPolicy:
     max_answers = None
 
-    def __init__(self, config: OpenAIConfig, on_event: Callable[..., Any]):
+    def __init__(self, config: OpenAIConfig, journal: Journal):
         if not config.model:
             raise ConfigError("llm=openai needs llm.model=NAME (the model name the endpoint serves)")
         key = os.environ.get(config.api_key_env)
@@ -40,8 +46,9 @@ class OpenAIPolicy:
                 f"llm=openai reads its API key from ${config.api_key_env}, which is not set "
                 f"(for a server without authentication, set it to any value, e.g. {config.api_key_env}=EMPTY)"
             )
+        register(key)
         self.config = config
-        self.on_event = on_event
+        self.journal = journal
         self.client = openai.OpenAI(base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout_s)
 
     def describe(self) -> str:
@@ -65,7 +72,8 @@ class OpenAIPolicy:
                 reason, wait = self._classify(e, attempt)
                 if attempt == self.config.retries:
                     raise ModelError(f"{self.describe()}: {reason} (gave up after {attempt + 1} tries)") from None
-                self.on_event("llm.retry", turn=turn, attempt=attempt + 1, wait_s=round(wait, 2), reason=reason)
+                self.journal.event("llm.retry", turn=turn, attempt=attempt + 1, wait_s=round(wait, 2), reason=reason)
+                self.journal.say(f"turn {turn}: {reason}; retry {attempt + 1} of {self.config.retries} in {wait:.1f} s")
                 time.sleep(wait)
         raise AssertionError("unreachable")
 
@@ -75,7 +83,7 @@ class OpenAIPolicy:
         if isinstance(error, openai.APITimeoutError):
             return f"no answer within {self.config.timeout_s:g} s", wait
         if isinstance(error, openai.APIConnectionError):
-            return f"connection failed ({error.__cause__ or error})", wait
+            return f"connection failed ({_short(str(error.__cause__ or error))})", wait
         if isinstance(error, openai.APIStatusError):
             detail = _short(error.message)
             if error.status_code in RETRY_STATUS or error.status_code >= 500:
@@ -115,18 +123,25 @@ def _reply(completion: Any) -> Reply:
 
 
 def _retry_after(response: Any, default: float) -> float:
+    """The server's wait, at most MAX_WAIT_S; `default` when it gives none we can use (nan, negative, junk)."""
     headers = getattr(response, "headers", None) or {}
     for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
         value = headers.get(name)
         if value is None:
             continue
         try:
-            return min(max(float(value) * scale, 0.0), MAX_WAIT_S)
-        except ValueError:
-            continue
+            seconds = float(value) * scale
+        except ValueError:  # an HTTP date, or junk
+            try:
+                seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+            except (TypeError, ValueError):
+                continue
+        if math.isfinite(seconds) and seconds >= 0:
+            return min(seconds, MAX_WAIT_S)
     return default
 
 
 def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
+    """Endpoint text as it may be kept: secrets masked, on one line, cut at `limit` characters."""
+    text = " ".join(redact(str(text)).split())
     return text if len(text) <= limit else text[:limit] + "…"

@@ -253,14 +253,14 @@ def test_unreadable_parts_are_shown_and_nothing_else_is_lost(tmp_path: Path, cap
     (runs / f"{make_runs.GEMM}-sm_90a-single-s01" / "summary.json").write_text("{not json")
     out = site(runs, tmp_path / "site")
     err = capsys.readouterr().err
-    assert f"warning: not shown: {broken_config.parent}: config.json: arch: required field is missing" in err
+    assert f"warning: not shown: {broken_config.parent}: config.json does not hold a RunConfig (arch: required" in err
     index = Page(out / "index.html")
     assert len(index.classes("chip")) == 11 and "arch: required field is missing" in index.text()
     run = Page(out / "runs" / "runs" / f"{lines_run.name}.html")
     assert [a["id"] for a in run.classes("turn")] == ["turn-1", "turn-3", "turn-4"]
     assert re.search(r"trajectory\.jsonl, line 2: not a turn \(index: Input should be a valid integer", run.text())
     derived = Page(out / "runs" / "runs" / f"{make_runs.GEMM}-sm_90a-single-s01.html").text()
-    assert "summary.json: (top level): Invalid JSON" in derived
+    assert "summary.json does not hold a RunSummary ((top level): Invalid JSON" in derived
     assert "(the summary shown is derived from the turns)" in derived
 
 

@@ -13,7 +13,7 @@ from agent.loop.config import OpenAIConfig
 from agent.loop.policies import ModelError
 from agent.loop.policies.openai_policy import OpenAIPolicy
 from tests.agent.helpers import fixture_text, solve
-from tests.agent.openai_server import Behaviour, OpenAIServer
+from tests.agent.openai_server import Behaviour, OpenAIServer, Recorder
 from tools.schema import Message
 
 KEY_ENV = "PTXBENCH_TEST_KEY"
@@ -29,10 +29,10 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[OpenAIServer]:
 
 
 def make_policy(server: OpenAIServer, **settings) -> tuple[OpenAIPolicy, list[tuple[str, dict]]]:
-    events: list[tuple[str, dict]] = []
+    recorder = Recorder()
     defaults = {"backoff_s": 0.01, "timeout_s": 5, "retries": 3}
     config = OpenAIConfig(base_url=server.base_url, model="test-model", api_key_env=KEY_ENV, **{**defaults, **settings})
-    return OpenAIPolicy(config, lambda name, **fields: events.append((name, fields))), events
+    return OpenAIPolicy(config, recorder), recorder.events
 
 
 def test_normal_answer_and_request(server: OpenAIServer) -> None:
@@ -130,10 +130,10 @@ def test_refusals_are_not_retried(server: OpenAIServer) -> None:
 
 def test_configuration_errors(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ConfigError, match=r"needs llm\.model"):
-        OpenAIPolicy(OpenAIConfig(base_url=server.base_url, api_key_env=KEY_ENV), print)
+        OpenAIPolicy(OpenAIConfig(base_url=server.base_url, api_key_env=KEY_ENV), Recorder())
     monkeypatch.delenv(KEY_ENV)
     with pytest.raises(ConfigError, match=f"\\${KEY_ENV}, which is not set"):
-        OpenAIPolicy(OpenAIConfig(base_url=server.base_url, model="m", api_key_env=KEY_ENV), print)
+        OpenAIPolicy(OpenAIConfig(base_url=server.base_url, model="m", api_key_env=KEY_ENV), Recorder())
 
 
 def llm_args(server: OpenAIServer, runs_dir: Path) -> list[str]:

@@ -66,6 +66,7 @@ def test_each_failed_attempt_gets_a_seeded_teacher_run(mined: tuple[RunFolder, P
             "run_id": folder.run_id,
             "turn": n,
             "status": recorded[n - 1].evaluation.status.value,
+            "cut": False,
             "policy": folder.config().policy,
             "llm": folder.config().llm.model_dump(exclude_unset=True),
         }

@@ -146,7 +146,8 @@ def test_an_endpoint_that_keeps_failing_writes_nothing(
     server.default = Behaviour(status=503)
     assert synth(server, FIXIT, tmp_path / "out.jsonl") == 1
     err = capsys.readouterr().err
-    assert "llm.retry: turn=2 attempt=1" in err and err.splitlines()[-1].startswith("error: openai teacher at ")
+    assert "turn 2: HTTP 503: Error code: 503 - scripted 503; retry 1 of 1" in err
+    assert err.splitlines()[-1].startswith("error: openai teacher at ")
     assert not list(tmp_path.iterdir())
 
 

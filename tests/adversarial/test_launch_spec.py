@@ -1,0 +1,83 @@
+"""Launch specs a hostile model writes: nesting that would blow json's recursion, integers Python will not
+read or print, sizes that add up to more than any GPU holds. Each is an extract_error fed back to the model,
+from every command, and a run that meets one goes on and stays resumable."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.loop.store import RunFolder
+from agent.solve import main as solve
+from tests.adversarial.helpers import answer, fill_ok
+from tools.compile import main as compile_main
+from tools.evaluate import main as evaluate_main
+
+PTX = fill_ok().split("```ptx\n", 1)[1].split("```", 1)[0]
+
+
+def spec_with(**fields: object) -> str:
+    launch = {"kernel": "fill_kernel", "grid": ["cdiv(M*N,256)", 1, 1], "block": [256, 1, 1],
+              "args": [{"tensor": "C"}, {"scalar": "M*N", "type": "u32"}]}  # fmt: skip
+    return json.dumps({"launches": [launch | fields]})
+
+
+HOSTILE = {
+    "nested_100000_deep": ('{"launches": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested deeper than 32 levels"),
+    "integer_of_5000_digits": (
+        spec_with(shared_bytes=0).replace('"args"', '"shared_bytes": 1' + "0" * 5000 + ', "args"', 1),
+        "an integer of 5,001 digits",
+    ),
+    "cluster_of_4000_digit_extents": (
+        spec_with().replace('"args"', f'"cluster": [{10**3999}, {10**3999}, 1], "args"', 1),
+        "an integer of 4,000 digits",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_compile_refuses_in_one_line(case: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    text, why = HOSTILE[case]
+    path = tmp_path / "answer.md"
+    path.write_text(answer(PTX, text))
+    assert compile_main([str(path), "--arch", "sm_90a", "--task", "gemm"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and why in err and "launch spec is refused" in err
+
+
+@pytest.mark.parametrize("case", HOSTILE)
+def test_evaluate_reports_an_extract_error(case: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    text, why = HOSTILE[case]
+    path = tmp_path / "answer.md"
+    path.write_text(answer(PTX, text))
+    assert evaluate_main([str(path), "--task", "gemm", "--arch", "sm_90a", "--json"]) == 0
+    evaluation = json.loads(capsys.readouterr().out)
+    assert evaluation["status"] == "extract_error" and why in evaluation["message"]
+
+
+def test_a_run_records_each_and_resumes(runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([answer(PTX, text) for text, _ in HOSTILE.values()] + [fill_ok()]))
+    args = ["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", "max_turns=4", "eval.gpu=false",
+            f"runs_dir={runs_dir}", "run_id=hostile-specs"]  # fmt: skip
+    assert solve(args) == 0
+    turns = RunFolder(runs_dir / "hostile-specs").turns()
+    assert [t.evaluation.status.value for t in turns] == ["extract_error"] * 3 + ["unverified"]
+    for turn, (_, why) in zip(turns, HOSTILE.values(), strict=False):
+        assert why in turn.feedback  # the model is told, like for any bad spec
+    assert solve(["resume=hostile-specs", f"runs_dir={runs_dir}"]) == 0  # nothing left to do, no crash
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_scratch_is_capped_in_sum(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # 200 buffers of 16 GiB each passed the per-buffer cap; together they are 3.2 TB.
+    scratch = [{"name": f"s{i}", "dtype": "float32", "shape": [4 << 30]} for i in range(200)]
+    launch = json.loads(spec_with())
+    path = tmp_path / "answer.md"
+    path.write_text(answer(PTX, json.dumps({**launch, "scratch": scratch})))
+    assert evaluate_main([str(path), "--task", "gemm", "--arch", "sm_90a", "--json"]) == 0
+    evaluation = json.loads(capsys.readouterr().out)
+    assert evaluation["status"] == "extract_error"
+    assert "scratch[1] ('s1'): 16.0 GiB brings the scratch to 32.0 GiB, over the 16 GiB cap" in evaluation["message"]

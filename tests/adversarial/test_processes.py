@@ -1,0 +1,119 @@
+"""Processes: a compile killed with -9 takes its ptxas with it, and what it left (its temp folder) is swept at
+the next start; orphans of a dead process of ours are found by the owner they carry and killed; a child
+forked for a short-lived thread (agent.bench runs in them) is not killed when that thread ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from tests.adversarial.helpers import REPO
+from tools import procs
+
+HEADER = ".version 8.0\n.target sm_90a\n.address_size 64\n"
+
+
+def children(pid: int, name: str) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            comm = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
+        except OSError:
+            continue
+        if int(fields[1]) == pid and comm == name:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def compile_process(path: Path, own_temp_folder: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(own_temp_folder)}
+    return subprocess.Popen([sys.executable, "-m", "tools.compile", str(path), "--arch", "sm_90a", "--timeout", "300"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+
+
+def test_kill_9_during_compile_takes_ptxas_along_and_the_next_start_sweeps(tmp_path: Path, own_temp_folder: Path):
+    slow = tmp_path / "slow.ptx"  # 10,000 entries: ptxas works on it for minutes
+    slow.write_text(HEADER + "".join(f".visible .entry k{i}()\n{{\nret;\n}}\n" for i in range(10_000)))
+    parent = compile_process(slow, own_temp_folder)
+    assert wait_for(lambda: children(parent.pid, "ptxas"), 60), "ptxas never started"
+    (ptxas,) = children(parent.pid, "ptxas")
+    left = list(own_temp_folder.glob(f"ptxbench-{parent.pid}-ptxas-*"))
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    assert wait_for(lambda: not alive(ptxas), 5), "ptxas outlived its parent"
+    assert left and all(p.exists() for p in left)  # a killed process cleans nothing up itself
+    quick = tmp_path / "quick.ptx"
+    quick.write_text(HEADER + ".visible .entry k()\n{\nret;\n}\n")
+    assert compile_process(quick, own_temp_folder).wait(timeout=120) == 0
+    assert not any(p.exists() for p in left)  # swept by the next process's first compile
+
+
+def test_the_sweep_kills_orphans_and_removes_temp_files_of_dead_owners_only(own_temp_folder: Path) -> None:
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    dead = finished.pid  # a pid whose process has exited
+    orphan = subprocess.Popen(["sleep", "60"], env={**os.environ, procs.OWNER_ENV: str(dead)})
+    bystander = subprocess.Popen(["sleep", "60"], env={**os.environ, procs.OWNER_ENV: str(os.getpid())})
+    stale = Path(tempfile.gettempdir()) / f"ptxbench-{dead}-ptxas-x"
+    stale.mkdir()
+    ours = Path(tempfile.mkdtemp(prefix=procs.temp_prefix("ptxas")))
+    try:
+        swept = procs.sweep_stale()
+        assert f"process {orphan.pid}" in swept and str(stale) in swept
+        assert orphan.wait(timeout=5) == -signal.SIGKILL
+        assert bystander.poll() is None and ours.exists() and not stale.exists()
+    finally:
+        for proc in (orphan, bystander):
+            proc.kill()
+            proc.wait()
+        ours.rmdir()
+
+
+def test_a_child_outlives_the_short_lived_thread_that_asked_for_it() -> None:
+    started: list[subprocess.Popen] = []
+    thread = threading.Thread(target=lambda: started.append(procs.spawn(["sleep", "30"])))
+    thread.start()
+    thread.join()
+    (child,) = started
+    try:
+        time.sleep(0.3)  # the parent-death signal would have fired when the thread ended
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_time_out_kills_the_child() -> None:
+    start = time.perf_counter()
+    try:
+        procs.run(["sleep", "30"], 0.5)
+    except subprocess.TimeoutExpired:
+        pass
+    else:
+        raise AssertionError("no time-out")
+    assert time.perf_counter() - start < 5
+    assert not children(os.getpid(), "sleep")

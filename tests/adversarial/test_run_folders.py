@@ -1,0 +1,128 @@
+"""Run folders a kill, a careless user or a second process left in a bad way: a torn last line, files that do
+not parse, a resume that has nothing to do, two processes on one run, fixtures that point outside their
+folder. Every refusal names the file; no finished turn is lost; a no-op changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.loop.store import RunFolder
+from agent.replay import main as replay
+from agent.report import main as report
+from agent.solve import main as solve
+from tests.adversarial.helpers import fill_ok
+
+
+def run(runs_dir: Path, tmp_path: Path, run_id: str, turns: int = 1, answers: list | None = None) -> Path:
+    script = tmp_path / f"{run_id}.json"
+    script.write_text(json.dumps(answers or [fill_ok()] * 3))
+    args = ["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", f"max_turns={turns}",
+            "eval.gpu=false", f"runs_dir={runs_dir}", f"run_id={run_id}"]  # fmt: skip
+    assert solve(args) == 0
+    return runs_dir / run_id
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*")
+            if p.is_file()}  # fmt: skip
+
+
+def test_a_torn_last_line_is_cut_on_resume_and_no_turn_is_lost(runs_dir: Path, tmp_path: Path) -> None:
+    folder = run(runs_dir, tmp_path, "torn")
+    line = (folder / "trajectory.jsonl").read_text().splitlines()[0]
+    with open(folder / "trajectory.jsonl", "a") as f:
+        f.write(line[: len(line) // 2])  # a kill in the middle of writing a line
+    assert solve(["resume=torn", f"runs_dir={runs_dir}", "max_turns=3"]) == 0
+    assert [t.index for t in RunFolder(folder).turns()] == [1, 2, 3]
+    assert (folder / "trajectory.torn").read_text() == line[: len(line) // 2] + "\n"
+    events = [json.loads(x) for x in (folder / "events.log").read_text().splitlines()]
+    assert any(e["event"] == "trajectory.torn_tail_cut" for e in events)
+    assert report([str(runs_dir)]) == 0  # the run reads back whole
+
+
+def test_a_no_op_resume_changes_nothing(runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    folder = run(runs_dir, tmp_path, "done")
+    before = snapshot(folder)
+    assert solve(["resume=done", f"runs_dir={runs_dir}"]) == 0
+    assert solve(["resume=done", f"runs_dir={runs_dir}", "max_turns=1"]) == 0  # the value it already has
+    assert snapshot(folder) == before
+    assert "nothing to do" in capsys.readouterr().err
+
+
+def test_two_processes_cannot_drive_one_run(runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    folder = run(runs_dir, tmp_path, "busy")
+    capsys.readouterr()
+    with RunFolder(folder).lock():  # as a process resuming it holds it
+        assert solve(["resume=busy", f"runs_dir={runs_dir}", "max_turns=2"]) == 2
+    assert "is in use: another process is running or resuming this run" in capsys.readouterr().err
+    assert solve(["resume=busy", f"runs_dir={runs_dir}", "max_turns=2"]) == 0  # released with the holder
+
+
+CORRUPT = {
+    "config.json": ("config.json", "{not json", "does not hold a RunConfig"),
+    "config_without_task": ("config.json", '{"arch": "sm_90a"}', "task: required field is missing"),
+    "middle_line": ("trajectory.jsonl", None, "trajectory.jsonl, line 1: not a turn"),
+    "checkpoints": ("checkpoints.sqlite", "garbage" * 1000, "is not a readable checkpoint database"),
+}
+
+
+def corrupt(folder: Path, case: str) -> str:
+    name, text, message = CORRUPT[case]
+    if text is None:  # a bad first line, then a good one: not a torn tail
+        good = (folder / name).read_text()
+        text = "{oops\n" + good
+    (folder / name).write_text(text)
+    return message
+
+
+@pytest.mark.parametrize("case", CORRUPT)
+def test_resuming_a_corrupted_folder_names_the_file(
+    case: str, runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    message = corrupt(run(runs_dir, tmp_path, "bad"), case)
+    capsys.readouterr()
+    assert solve(["resume=bad", f"runs_dir={runs_dir}", "max_turns=2"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()  # one line, naming the folder and what is wrong
+    assert line.startswith("error: ") and message in line and str(runs_dir / "bad") in line
+
+
+@pytest.mark.parametrize("case", ["config.json", "config_without_task", "middle_line"])
+def test_one_bad_run_does_not_hide_the_others(
+    case: str, runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run(runs_dir, tmp_path, "good")
+    message = corrupt(run(runs_dir, tmp_path, "bad"), case)
+    capsys.readouterr()
+    assert report([str(runs_dir), f"out={tmp_path / 'report'}"]) == 0
+    assert replay([str(runs_dir)]) == 0
+    err = capsys.readouterr().err
+    assert err.count(f"warning: skipped {runs_dir / 'bad'}") == 2 and message in err
+    assert "1 runs" in (tmp_path / "report" / "report.md").read_text()
+
+
+FIXTURES = {
+    "host_file": ([{"file": "/etc/hostname"}], "'file' must name a file beside the fixture"),
+    "parent_path": ([{"file": "../../etc/hostname"}], "'file' must name a file beside the fixture"),
+    "nested": ("[" * 100_000 + "]" * 100_000, "nested deeper than 32 levels"),
+    "endless_delay": ('[{"text": "x", "delay_s": 1e309}]', "the number 1e309 is out of range"),
+    "long_delay": ([{"text": "x", "delay_s": 1e9}], "delay_s: Input should be less than or equal to 3600"),
+}
+
+
+@pytest.mark.parametrize("case", FIXTURES)
+def test_scripted_fixtures_stay_in_their_folder(
+    case: str, runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    content, message = FIXTURES[case]
+    capsys.readouterr()
+    script = tmp_path / "script.json"
+    script.write_text(content if isinstance(content, str) else json.dumps(content))
+    args = ["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", f"runs_dir={runs_dir}"]
+    assert solve(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: llm.path: ") and message in err
+    assert not runs_dir.exists()  # refused before a run folder was made
