@@ -1,5 +1,5 @@
 """`python -m tools.evaluate --task T --arch A ANSWER.md [--json]`: one attempt through every stage
-(extract → compile → sass → abi → run → check → time → profile), with a report a person can read or one
+(extract → compile → sass → abi → run → check → time → profile → perf), with a report a person can read or one
 JSON object. Exit 0 when the report was produced (whatever the kernel did), 2 on bad usage."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
 from tools.compile import InputError, read_text
 from tools.gpu.service import GpuService
-from tools.options import EvalOptions
+from tools.options import EvalOptions, Profile
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation, StageState
+from tools.schema import Evaluation, Stage, StageState
 
 DEFAULTS = EvalOptions()
 MARK = {StageState.PASSED: "ok  ", StageState.FAILED: "FAIL", StageState.SKIPPED: "skip"}
@@ -27,7 +27,8 @@ def render(ev: Evaluation) -> str:
     lines = [f"{ev.task} on {ev.arch}: {ev.status.upper()}" + (f" ({ev.device})" if ev.device else "")]
     for stage in ev.stages:
         lines.append(f"  [{MARK[stage.state]}] {stage.name:8s} {stage.seconds:7.2f} s")
-        for text in stage.message.splitlines()[:14]:
+        shown = None if stage.name is Stage.PERF else 14  # the perf table is read whole
+        for text in stage.message.splitlines()[:shown]:
             lines.append(f"           {text}")
     if ev.speedup is not None:
         low, high = ev.speedup_interval or (ev.speedup, ev.speedup)
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", required=True)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--no-time", action="store_true", help="skip timing against the baseline")
-    parser.add_argument("--no-profile", action="store_true", help="skip the Nsight Compute instruction profile")
+    parser.add_argument("--profile", choices=[p.value for p in Profile], default=DEFAULTS.profile.value,
+                        help=EvalOptions.model_fields["profile"].description)  # fmt: skip
+    parser.add_argument("--no-profile", action="store_true", help="--profile off")
     parser.add_argument("--memcheck", action="store_true", help="also run compute-sanitizer's memcheck")
     fields = EvalOptions.model_fields
     parser.add_argument("--trials", type=int, default=DEFAULTS.trials, help=fields["trials"].description)
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             trials=args.trials,
             seed=args.seed,
             time=not args.no_time,
-            profile=not args.no_profile,
+            profile=Profile.OFF if args.no_profile else args.profile,
             memcheck=args.memcheck,
             timeout_s=args.timeout,
             static_timeout_s=args.static_timeout,

@@ -3,7 +3,21 @@ pipeline, the GPU service, `python -m tools.evaluate` and the repair loop's `eva
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+PERF_BELOW_OUTSIDE_THE_LOOP = 1.0  # without a run's target: below the baseline
+
+
+class Profile(StrEnum):
+    """The Nsight Compute passes after a correct attempt is timed."""
+
+    OFF = "off"
+    COUNTS = "counts"  # executed target instructions (tools/gpu/profile.py)
+    PERF = "perf"  # counts, then where the time goes beside the baseline library (tools/gpu/perf.py)
+    AUTO = "auto"  # perf when the speedup is below perf_below, counts otherwise
 
 
 class EvalOptions(BaseModel):
@@ -13,7 +27,18 @@ class EvalOptions(BaseModel):
     trials: int = Field(3, ge=1, description="Correctness trials, each on fresh inputs.")
     seed: int | None = Field(None, description="First trial's input seed; unset: a fresh one per attempt (recorded).")
     time: bool = Field(True, description="Time the kernel against the baseline.")
-    profile: bool = Field(True, description="Count executed target instructions with Nsight Compute.")
+    profile: Profile = Field(
+        Profile.AUTO,
+        description="Nsight Compute after a correct attempt: off; counts (executed target instructions); perf "
+        "(counts, then where the time goes, beside the baseline library's kernels); auto (perf when the "
+        "speedup is below perf_below, counts otherwise). true/false read as counts/off.",
+    )
+    perf_below: float | None = Field(
+        None,
+        gt=0,
+        allow_inf_nan=False,
+        description="profile=auto's bar; unset: the repair loop's target_speedup (1.0 outside the loop).",
+    )
     memcheck: bool = Field(False, description="Run compute-sanitizer's memcheck on the candidate's kernels.")
     # Limits must be finite: a time-out of inf or nan reaches the OS as an overflow, not as "no limit".
     timeout_s: float | None = Field(
@@ -40,3 +65,18 @@ class EvalOptions(BaseModel):
         60.0, gt=0, allow_inf_nan=False,
         description="Wall-clock limit for the static stages of one attempt (NVRTC, ptxas, nvdisasm together, s).",
     )  # fmt: skip
+
+    @field_validator("profile", mode="before")
+    @classmethod
+    def _boolean_profile(cls, value: Any) -> Any:
+        """What the setting meant before it had modes (records and scripts from then): counts, or nothing."""
+        if isinstance(value, bool) or value in ("true", "false"):
+            return Profile.COUNTS if value in (True, "true") else Profile.OFF
+        return value
+
+    def wants_perf(self, speedup: float | None) -> bool:
+        """Whether the perf pass follows the counts pass for an attempt timed at `speedup` (None: not timed)."""
+        if self.profile is Profile.PERF:
+            return True
+        bar = self.perf_below if self.perf_below is not None else PERF_BELOW_OUTSIDE_THE_LOOP
+        return self.profile is Profile.AUTO and speedup is not None and speedup < bar

@@ -147,6 +147,7 @@ class Stage(StrEnum):
     CHECK = "check"
     TIME = "time"
     PROFILE = "profile"
+    PERF = "perf"
     MEMCHECK = "memcheck"
 
 
@@ -179,6 +180,53 @@ class StageResult(BaseModel):
     message: str = Field("", description="Model-readable: what went wrong and where, or why skipped.")
     detail: dict[str, Any] = Field(default_factory=dict, description="Structured data of the stage.")
     seconds: float = 0.0
+
+
+class KernelPerf(BaseModel):
+    """One profiled launch: where its time goes, as Nsight Compute measured it (tools/gpu/perf.py reads them).
+    A figure ncu did not report is None, never a guess."""
+
+    kernel: str
+    duration_ms: float | None = None
+    sm_throughput_pct: float | None = Field(None, description="SM throughput, % of peak sustained.")
+    tensor_pipe_pct: float | None = Field(None, description="Tensor pipe active, % of peak sustained active cycles.")
+    l2_throughput_pct: float | None = None
+    dram_throughput_pct: float | None = None
+    l2_hit_pct: float | None = None
+    smem_bank_conflicts: float | None = Field(None, description="Shared-memory data bank conflicts, in all.")
+    warps_per_scheduler: float | None = Field(None, description="Achieved occupancy: active warps per scheduler.")
+    registers: int | None = None
+    shared_bytes: int | None = Field(None, description="Static plus dynamic shared memory per block.")
+    grid: list[int] = Field(default_factory=list)
+    block: list[int] = Field(default_factory=list)
+    cluster: list[int] | None = Field(None, description="None: launched without a cluster.")
+    waves_per_sm: float | None = None
+    stalls: dict[str, float] = Field(
+        default_factory=dict, description="Warps stalled per issued instruction, by reason."
+    )
+
+    def top_stalls(self, n: int = 3) -> list[tuple[str, float]]:
+        """The largest stall reasons ('selected', a warp that did issue, is not a stall)."""
+        ranked = sorted(((k, v) for k, v in self.stalls.items() if k != "selected"), key=lambda kv: -kv[1])
+        return ranked[:n]
+
+
+def longest(launches: list[KernelPerf]) -> KernelPerf:
+    """The launch that takes the most time: the one a table and the limiter rules look at."""
+    return max(launches, key=lambda k: k.duration_ms or 0.0)
+
+
+class PerfReport(BaseModel):
+    """The perf pass: the candidate's launches beside the baseline library's (profiled once per task and GPU
+    worker), and the likely limiter named by the first of tools/gpu/limiters.py's rules that holds."""
+
+    launches: list[KernelPerf] = Field(min_length=1)
+    library: str = Field(description="The baseline library (cuBLAS, cuDNN).")
+    baseline: list[KernelPerf] | None = Field(None, description="The library's launches; None: not profiled.")
+    baseline_note: str | None = Field(None, description="Why the library's launches are missing.")
+    limiter: str | None = Field(None, description="The rule that holds (tools/gpu/limiters.py), or None.")
+    limiter_says: str | None = Field(None, description="That rule's line for the model.")
+    seconds: float = Field(0.0, description="The pass's wall time, the library's profile included when it ran.")
 
 
 class Evaluation(BaseModel):
@@ -215,6 +263,7 @@ class Evaluation(BaseModel):
     targets_met: bool | None = Field(None, description="All required target groups executed (profile).")
     target_counts: dict[str, int] | None = Field(None, description="Executed warp-level count per group.")
     paper_tag: bool | None = Field(None, description="The paper's run-time arch-specific tag.")
+    perf: PerfReport | None = Field(None, description="Where the time goes (the perf pass, eval.profile).")
 
     @model_validator(mode="after")
     def _metrics_match_stages(self) -> Evaluation:
@@ -226,6 +275,7 @@ class Evaluation(BaseModel):
             (self.kernel_ms is not None, Stage.TIME, "kernel_ms"),
             (bool(self.timing_flags), Stage.TIME, "timing_flags"),
             (self.targets_met is not None, Stage.PROFILE, "targets_met"),
+            (self.perf is not None, Stage.PERF, "perf"),
         ]
         for present, stage, what in needs:
             result = self.stage(stage)

@@ -26,6 +26,9 @@ from tools.answer import format_validation_error
 
 BENCH_FORMAT = 1
 MODES = ("single", "multi")
+# Settings a mode changes unless the bench sets them: the perf pass feeds the next turn, which a single-shot
+# sample does not have.
+MODE_DEFAULTS: dict[str, dict[str, str]] = {"single": {"eval.profile": "counts"}, "multi": {}}
 MAX_RUNS = 100_000  # a plan is built whole and kept in bench.json: 10^8 samples would take gigabytes
 # Settings agent.bench sets for each run itself, or that a bench cannot share across runs.
 RESERVED = {
@@ -73,10 +76,12 @@ class Bench(BaseModel):
     def run_argv(self, run: PlannedRun, bench_dir: Path) -> list[str]:
         """agent.solve's command line for a new run of this bench."""
         fixed = {"task": run.task, "arch": run.arch, "max_turns": str(run.max_turns), "run_id": run.run_id}
-        return [f"{k}={v}" for k, v in {**self.solve, **fixed, "runs_dir": str(bench_dir)}.items()]
+        pairs = {**MODE_DEFAULTS[run.mode], **self.solve, **fixed, "runs_dir": str(bench_dir)}
+        return [f"{k}={v}" for k, v in pairs.items()]
 
     def settings(self, run: PlannedRun) -> SolveConfig:
-        pairs = {**self.solve, "task": run.task, "arch": run.arch, "max_turns": str(run.max_turns)}
+        pairs = {**MODE_DEFAULTS[run.mode], **self.solve, "task": run.task, "arch": run.arch,
+                 "max_turns": str(run.max_turns)}  # fmt: skip
         return build_config(nest(pairs))
 
 

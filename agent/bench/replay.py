@@ -21,7 +21,7 @@ from agent.bench.tables import markdown_table, times
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
 from tools.gpu.base import Gpu
-from tools.options import EvalOptions
+from tools.options import EvalOptions, Profile
 from tools.pipeline import evaluate_solution
 from tools.schema import Evaluation, Status, Trajectory
 
@@ -90,12 +90,15 @@ def flag(recorded: Evaluation, now: Evaluation) -> str:
 
 
 def replay(traj: Trajectory, gpu: Gpu) -> list[Replayed]:
-    """Each turn with a solution, through tools.pipeline with the run's recorded eval settings, on `gpu`;
+    """Each turn with a solution, through tools.pipeline with the run's recorded eval settings (profile=auto
+    read as counts), on `gpu`;
     nothing for a run of an older task definition (score.legacy): its verdicts were on other work."""
     if score.legacy(traj):
         return []
     task, arch = problem(traj)
     options = EvalOptions.model_validate({k: v for k, v in traj.config.eval.items() if k in EvalOptions.model_fields})
+    if options.profile is Profile.AUTO:  # the perf pass explains a time to the next turn; a replay has none
+        options = options.model_copy(update={"profile": Profile.COUNTS})
     out = []
     for turn in traj.turns:
         if turn.solution is None:

@@ -2,7 +2,8 @@
 (`python -m agent.report` is the command).
 
 Writes report.md, scores.csv (every group at every turn limit), budget.csv (single-shot pass@k vs
-repair at equal attempt budgets), status_per_turn.csv, trajectories.csv, and the plots
+repair at equal attempt budgets), status_per_turn.csv, trajectories.csv, perf.csv (every attempt the perf
+pass profiled: its limiter and figures beside the library's), and the plots
 success_vs_budget.png, speedup_by_task.png, status_per_turn.png (skipped, and said so, without
 matplotlib).
 """
@@ -10,13 +11,14 @@ matplotlib).
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.bench import plots, score
 from agent.bench.tables import markdown_table, percent, times, write_csv
-from tools.schema import Status, Trajectory
+from tools.schema import Status, Trajectory, longest
 
 BUDGETS_SHOWN = (1, 2, 4, 8)
 UNFINISHED_LISTED = 10
@@ -32,6 +34,8 @@ def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) ->
     write_csv(out / "budget.csv", [p.row() for p in budget])
     write_csv(out / "status_per_turn.csv", [s.row() for s in statuses])
     write_csv(out / "trajectories.csv", [score.trajectory_row(t) for t in trajs])
+    profiled = perf_rows(trajs)
+    write_csv(out / "perf.csv", profiled)
     drawn, skipped = plots.draw(trajs, out)
     sections = [
         _header(trajs, sources, skipped),
@@ -40,6 +44,7 @@ def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) ->
         _per_task(scores),
         _speedups(trajs, drawn.get("speedup_by_task")),
         _status(statuses, drawn.get("status_per_turn")),
+        _limiters(profiled),
         "## Files\n\n" + "\n".join(f"- `{p.name}`" for p in sorted(out.glob("*.csv"))),
     ]
     path = out / "report.md"
@@ -192,3 +197,45 @@ def _status(statuses: list[score.TurnStatus], plot: str | None) -> str:
     headers = ("model", "mode", "turn", *(c.replace("_", " ") for c in columns))
     rows = [(s.group.model, s.group.mode, s.turn, *(s.counts.get(c, 0) for c in columns)) for s in pooled]
     return "\n".join([*text, "", markdown_table(headers, rows)])
+
+
+def perf_rows(trajs: list[Trajectory]) -> list[dict]:
+    """One row per attempt the perf pass profiled: the limiter named, and the longest launch's figures beside
+    the library's longest."""
+    rows = []
+    for traj in trajs:
+        about = score.trajectory_row(traj)
+        for turn in traj.turns:
+            report = turn.evaluation.perf
+            if report is None:
+                continue
+            ours, lib = longest(report.launches), longest(report.baseline) if report.baseline else None
+            rows.append({
+                **{k: about[k] for k in ("run_id", "model", "task", "arch", "mode")},
+                "turn": turn.index, "speedup": turn.evaluation.speedup, "limiter": report.limiter,
+                "kernel": ours.kernel, "tensor_pipe_pct": ours.tensor_pipe_pct,
+                "l2_throughput_pct": ours.l2_throughput_pct, "dram_throughput_pct": ours.dram_throughput_pct,
+                "waves_per_sm": ours.waves_per_sm, "library_kernel": lib.kernel if lib else None,
+                "library_tensor_pipe_pct": lib.tensor_pipe_pct if lib else None,
+            })  # fmt: skip
+    return rows
+
+
+def _limiters(rows: list[dict]) -> str:
+    """How often each limiter was named, per model, task and arch."""
+    text = ["## Where the time goes (attempts the perf pass profiled; every one in perf.csv)"]
+    if not rows:
+        return "\n".join([*text, "", "No attempt was profiled by the perf pass (eval.profile=perf, or auto below "
+                                        "the target speedup, on a GPU with Nsight Compute)."])  # fmt: skip
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["model"], row["task"], row["arch"]), []).append(row)
+    headers = ("model", "task", "arch", "attempts", "limiters named", "median tensor pipe % (yours / library)")
+    table = []
+    for key, group in sorted(groups.items()):
+        named = Counter(r["limiter"] or "none" for r in group)
+        ours = [r["tensor_pipe_pct"] for r in group if r["tensor_pipe_pct"] is not None]
+        lib = [r["library_tensor_pipe_pct"] for r in group if r["library_tensor_pipe_pct"] is not None]
+        share = " / ".join(f"{statistics.median(v):.0f}" if v else "-" for v in (ours, lib))
+        table.append((*key, len(group), ", ".join(f"{n} {c}" for n, c in named.most_common()), share))
+    return "\n".join([*text, "", markdown_table(headers, table)])

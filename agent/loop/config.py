@@ -112,9 +112,12 @@ class EvalConfig(EvalOptions):
     gpu: bool = Field(True, description="Run the GPU stages when a GPU of the arch is here; false: static only.")
     device: int = Field(0, ge=0, description="CUDA device index.")
 
-    def options(self) -> EvalOptions:
-        """The harness's part of these settings."""
-        return EvalOptions.model_validate(self.model_dump(include=set(EvalOptions.model_fields)))
+    def options(self, target_speedup: float) -> EvalOptions:
+        """The harness's part of these settings; profile=auto's bar is the run's target unless set."""
+        options = EvalOptions.model_validate(self.model_dump(include=set(EvalOptions.model_fields)))
+        if options.perf_below is None:
+            options = options.model_copy(update={"perf_below": target_speedup})
+        return options
 
 
 class SeedConfig(BaseModel):

@@ -182,7 +182,7 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
         task=run.task,
         arch=settings.arch,
         settings=settings,
-        options=settings.eval.options(),
+        options=settings.eval.options(settings.target_speedup),
         policy=policy,
         gpu=gpu,
         folder=folder,

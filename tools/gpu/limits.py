@@ -1,7 +1,7 @@
 """How long each part of an attempt's GPU stages may take before the service gives up on it: the run and
 check stages from the task's work (its FLOPs at a floor rate, times the executions the stage makes, times a
 margin, at least a few seconds), so a hanging GEMM costs seconds rather than minutes; the time stage from
-its timing budget; worker start, baseline preparation, profile and memcheck each from what they are."""
+its timing budget; worker start, baseline preparation, profile, perf and memcheck each from what they are."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ TIME_RUNS_OUTSIDE_BUDGET = 8  # the estimates, one warm-up and the fewest runs a
 WORKER_START_S = 120.0  # a fresh interpreter with torch and a CUDA context: 4 s on the H200, more on a cold disk
 BASELINE_S = 60.0  # the library's first call: loading it and building plans (cuDNN), then checking it once
 PROFILE_S = 120.0  # Nsight Compute: ~9 s of start-up and a replay per metric pass
+PERF_S = 180.0  # each of the perf pass's two profiles: the library's draws its inputs (and derived ones) first
 MEMCHECK_S = 600.0  # compute-sanitizer slows memory-bound kernels by orders of magnitude
 
 
@@ -30,6 +31,7 @@ class StageLimits(BaseModel):
     recheck: float
     baseline: float = BASELINE_S
     profile: float = PROFILE_S
+    perf: float = PERF_S
     memcheck: float = MEMCHECK_S
     basis: str  # where the run and check limits come from, for the time-out message
 

@@ -1,16 +1,13 @@
 """Run-time proof that the target instructions executed: Nsight Compute on the torch-free launcher, counting
 executed SASS instructions per opcode (warp-level and predicate-true thread-level), then per target group.
 
-Without ncu, or when ncu is refused, the stage is `skipped` with the reason: never a failure of the kernel."""
+Without ncu, or when ncu is refused (tools/gpu/ncu.py), the stage is `skipped` with the reason: never a
+failure of the kernel."""
 
 from __future__ import annotations
 
 import csv
-import glob
-import os
 import re
-import shutil
-import subprocess
 import tempfile
 import time
 from collections import Counter
@@ -19,7 +16,7 @@ from typing import Any
 
 from tasks.schema import TargetGroup
 from tools import procs
-from tools.gpu import launcher
+from tools.gpu import launcher, ncu
 from tools.plan import LaunchPlan
 from tools.schema import Stage, StageResult, StageState
 
@@ -28,15 +25,6 @@ THREAD = "sass__thread_inst_executed_true_per_opcode"
 MODIFIERS = "sass__inst_executed_per_opcode_with_modifier_all"
 METRICS = (WARP, THREAD, MODIFIERS)
 _PAIR = re.compile(r"([A-Z][\w.]*)\s*:\s*([\d,]+)")
-
-
-def find_ncu() -> Path | None:
-    """Nsight Compute's CLI: PTXBENCH_NCU, PATH, the usual install folder, then CUDA_HOME."""
-    candidates = [os.environ.get("PTXBENCH_NCU"), shutil.which("ncu")]
-    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)
-    if os.environ.get("CUDA_HOME"):
-        candidates.append(os.path.join(os.environ["CUDA_HOME"], "bin", "ncu"))
-    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
 
 
 def parse_counts(cell: str) -> Counter[str]:
@@ -99,44 +87,18 @@ def profile_stage(
     cubin: bytes, plan: LaunchPlan, groups: list[TargetGroup], device: int, timeout_s: float
 ) -> tuple[StageResult, dict[str, Any]]:
     start = time.perf_counter()
-    ncu = find_ncu()
-    if ncu is None:
-        return _skipped("Nsight Compute (ncu) is not installed here", start), {}
     kernels = sorted({launch.kernel for launch in plan.launches})
+    collect = ["-k", kernel_filter(kernels), "-c", str(len(plan.launches)), "--metrics", ",".join(METRICS)]
     with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("ncu")) as tmp:
         bundle = launcher.write_bundle(Path(tmp) / "bundle", cubin, plan)
-        report = Path(tmp) / "profile"
-        cmd = [
-            str(ncu),
-            "--clock-control",
-            "none",
-            "--target-processes",
-            "all",
-            "-k",
-            "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$",
-            "-c",
-            str(len(plan.launches)),
-            "--metrics",
-            ",".join(METRICS),
-            "-f",
-            "-o",
-            str(report),
-            *launcher.command(bundle),
-        ]
         try:
-            done = procs.run(cmd, timeout_s, env=launcher.environment(device))
-            if done.returncode != 0 or not report.with_suffix(".ncu-rep").is_file():
-                return _skipped(f"ncu did not produce a report: {_tail(done.stdout + done.stderr)}", start), {}
-            raw = procs.run(
-                [str(ncu), "-i", str(report.with_suffix(".ncu-rep")), "--page", "raw", "--csv",
-                 "--print-metric-instances", "details"],
-                timeout_s,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return _skipped(f"ncu did not finish within {timeout_s:.0f} s", start), {}
-    launches = parse_report(raw.stdout)
+            raw = ncu.profile_raw(launcher.command(bundle), collect, env=launcher.environment(device),
+                                  timeout_s=timeout_s, instances=True)  # fmt: skip
+        except ncu.NcuFailed as e:
+            return _skipped(str(e), start), {}
+    launches = parse_report(raw)
     if not launches:
-        return _skipped(f"ncu's report held no launches of {', '.join(kernels)}: {_tail(raw.stdout)}", start), {}
+        return _skipped(f"ncu's report held no launches of {', '.join(kernels)}: {ncu.tail(raw)}", start), {}
     summary = summarize(launches, groups)
     lines = []
     for g in groups:
@@ -160,11 +122,12 @@ def profile_stage(
     return stage, metrics
 
 
+def kernel_filter(kernels: list[str]) -> str:
+    """ncu's -k value matching exactly these kernel names."""
+    return "regex:^(" + "|".join(re.escape(k) for k in kernels) + ")$"
+
+
 def _skipped(reason: str, start: float) -> StageResult:
     return StageResult(
         name=Stage.PROFILE, state=StageState.SKIPPED, message=reason, seconds=time.perf_counter() - start
     )
-
-
-def _tail(text: str, chars: int = 600) -> str:
-    return " ".join(text.strip().split())[-chars:] or "(no output)"

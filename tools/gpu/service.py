@@ -22,11 +22,11 @@ from pathlib import Path
 
 from tasks.schema import Arch, Task
 from tools import procs
-from tools.gpu import launcher, memcheck, profile
+from tools.gpu import launcher, memcheck, perf, profile
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, device_info
 from tools.gpu.limits import WORKER_START_S, StageLimits, stage_limits
-from tools.options import EvalOptions
+from tools.options import EvalOptions, Profile
 from tools.schema import Stage, StageResult, StageState, Status
 
 TIMEOUT_HINT = (
@@ -57,6 +57,7 @@ class GpuService:
         self._log = os.fdopen(fd, "w")
         self.restarts = 0
         self.last_start_s: float | None = None
+        self._library_profiles = perf.LibraryProfiles(device)  # profiled once per task, kept across restarts
 
     # ---------------------------------------------------------------------------------- availability
 
@@ -153,7 +154,8 @@ class GpuService:
     # ----------------------------------------------------------------------------------- evaluation
 
     def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
-        """run → check → time in the worker, then profile and memcheck here; stops at the first failure."""
+        """run → check → time in the worker, then profile (and perf) and memcheck here; stops at the first
+        failure."""
         outcome = self._evaluate(task, arch, module, options)
         info = self.device_info()
         outcome.device = info.name if info else None
@@ -173,10 +175,15 @@ class GpuService:
         if outcome.status is not Status.PASSED:
             return outcome
         groups = task.targets[arch]
-        if options.profile:
+        if options.profile is not Profile.OFF:
             stage, metrics = profile.profile_stage(module.cubin, module.plan, groups, self.device, limits.profile)
             outcome.stages.append(stage)
             outcome.metrics.update(metrics)
+        if options.profile is not Profile.OFF and options.wants_perf(outcome.metrics.get("speedup")):
+            stage, report = perf.perf_stage(task, module.cubin, module.plan, self._library_profiles, limits.perf)
+            outcome.stages.append(stage)
+            if report is not None:
+                outcome.metrics["perf"] = report
         if options.memcheck:
             stage = memcheck.memcheck_stage(module.cubin, module.plan, self.device, limits.memcheck)
             outcome.stages.append(stage)

@@ -1,7 +1,8 @@
 """What a run page shows: the run's header and prompt, a speedup-by-turn chart, and one section per turn —
 its stages with their seconds, the feedback as the model saw it, the answer's source (coloured) and its diff
 against earlier turns, the launch spec, per-kernel resources, target instructions found and executed, the
-opcode mix, the metrics, tokens and model time, and the reasoning where recorded.
+opcode mix, where the time goes (the perf pass, beside the library's kernels), the metrics, tokens and model
+time, and the reasoning where recorded.
 
 Stage details are read through the harness's own models (tools/assemble.py, tools/sass.py); a detail of
 another shape is still shown, as JSON, with every stage's full detail."""
@@ -19,6 +20,7 @@ from agent.bench.inspect.diff import Diff, line_diff
 from agent.bench.inspect.views import LoadedRun, RunCard, Text, json_text, text
 from agent.loop.summary import turn_outcome
 from tools.assemble import KernelResources
+from tools.gpu.perf import comparison_notes, comparison_rows
 from tools.sass import KernelSass, TargetPresence
 from tools.schema import Launch, RunConfig, RunSummary, Stage, Turn
 
@@ -76,6 +78,15 @@ class OpcodeShare:
 
 
 @dataclass(frozen=True)
+class PerfView:
+    """The perf pass's table as the model read it (tools/gpu/perf.py), laid out as HTML."""
+
+    header: list[str]
+    rows: list[list[str]]
+    notes: list[str]
+
+
+@dataclass(frozen=True)
 class TurnView:
     turn: Turn
     status: str
@@ -93,6 +104,7 @@ class TurnView:
     opcodes: list[OpcodeShare]
     opcodes_executed: bool  # the mix is Nsight Compute's executed counts, not the static SASS histogram
     profile_extra: Text | None
+    perf: PerfView | None
     baseline_library: str | None
 
 
@@ -177,6 +189,7 @@ def turn_view(turn: Turn, earlier: list[Turn], target_speedup: float) -> TurnVie
         opcodes=opcodes,
         opcodes_executed=executed,
         profile_extra=json_text(extra) if extra else None,
+        perf=PerfView(*comparison_rows(ev.perf), comparison_notes(ev.perf)) if ev.perf else None,
         baseline_library=library if isinstance(library, str) else None,
     )
 

@@ -28,6 +28,7 @@ from agent.inspect import main
 from agent.loop.store import RunFolder
 from tests.agent.helpers import FIXTURES, solve
 from tests.fixtures.runs import make_runs
+from tools.gpu.perf import comparison_rows
 from tools.schema import LaunchSpec, Solution
 
 RUNS = Path(make_runs.__file__).parent
@@ -278,6 +279,20 @@ def test_stage_details_of_another_shape_and_later_profile_fields_are_shown(tmp_p
     assert "more from the profile" in text and "long_scoreboard" in text  # shown though this page does not know it
     assert "executed, warp-level (Nsight Compute)" in text and "HGMMA" in text
     assert '"not a list"' in text  # the compile detail, as recorded
+
+
+def test_a_perf_report_is_laid_out_as_the_model_read_it(tmp_path: Path) -> None:
+    ev = make_runs.profiled(make_runs.GEMM, 0.04)
+    make_runs.write_run(tmp_path / "runs", "slow", make_runs.GEMM, 1, [make_runs.turn(1, ev, "answer")], "max_turns")
+    page = Page(site(tmp_path / "runs" / "slow", tmp_path / "site") / "index.html")
+    text = page.text()
+    ours, library = ev.perf.launches[0], ev.perf.baseline[0]
+    assert "Where the time goes" in text and "yours: `gemm_pointers`" in text and library.kernel in text
+    tensor = next(r for r in comparison_rows(ev.perf)[1] if r[0].startswith("tensor pipe"))
+    expected = [f"{k.tensor_pipe_pct:.0f}" for k in (ours, library)]
+    assert tensor[1:] == expected and all(cell in page.all for cell in expected)  # cells of their own
+    assert f"likely limiter (memory_stalled): {ev.perf.limiter_says}" in text
+    assert len(page.classes("perf-note")) == 1
 
 
 def test_prompt_variants_filter_and_score_apart(tmp_path: Path) -> None:

@@ -72,6 +72,25 @@ def test_markdown(report: Path) -> None:
         in text
     )
     assert "| fixture-model | multi  | 3    | 1      | 0          | 2        |" in text  # status at turn 3
+    assert "No attempt was profiled by the perf pass" in text
+
+
+def test_attempts_the_perf_pass_profiled_are_counted_by_limiter(tmp_path: Path) -> None:
+    turns = [make_runs.turn(i, make_runs.profiled(make_runs.GEMM, 0.04), "answer") for i in (1, 2)]
+    make_runs.write_run(tmp_path / "runs", "slow", make_runs.GEMM, 2, turns, "max_turns")
+    assert main([str(tmp_path / "runs"), "--out", str(tmp_path / "report")]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    ours, library = turns[0].evaluation.perf.launches[0], turns[0].evaluation.perf.baseline[0]
+    share = f"{ours.tensor_pipe_pct:.0f} / {library.tensor_pipe_pct:.0f}"
+    section = text.split("## Where the time goes", 1)[1]
+    (line,) = [line for line in section.splitlines() if "memory_stalled" in line]
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells == ["fixture-model", make_runs.GEMM, "sm_90a", "2", "memory_stalled 2", share]
+    profiled = rows(tmp_path / "report" / "perf.csv")
+    assert [(r["turn"], r["limiter"], r["kernel"]) for r in profiled] == [
+        ("1", "memory_stalled", "gemm_pointers"),
+        ("2", "memory_stalled", "gemm_pointers"),
+    ]
 
 
 def test_plots(report: Path) -> None:

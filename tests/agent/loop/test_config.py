@@ -9,6 +9,7 @@ import pytest
 from agent.cli import ConfigError, parse_pairs
 from agent.loop.config import OpenAIConfig, ScriptedConfig, build_config, merge, nest
 from tasks.schema import Arch
+from tools.options import Profile
 
 
 def settings(*words: str):
@@ -39,7 +40,10 @@ def test_policy_settings() -> None:
         500000,
         3600,
     )
-    assert s.eval.trials == 1 and s.eval.profile is False
+    assert s.eval.trials == 1 and s.eval.profile is Profile.OFF  # false: what it meant before modes
+    assert settings("task=gemm", "arch=sm_90a", "eval.profile=perf").eval.profile is Profile.PERF
+    options = settings("task=gemm", "arch=sm_90a", "target_speedup=1.3").eval.options(1.3)
+    assert (options.profile, options.perf_below) == (Profile.AUTO, 1.3)  # auto's bar: the run's target
     whole = settings("task=gemm", "arch=sm_90a", 'llm.extra={"chat_template_kwargs": {"enable_thinking": true}}')
     assert whole.llm.extra == {"chat_template_kwargs": {"enable_thinking": True}}
 
