@@ -75,13 +75,14 @@ def load_text(loads: list[Load]) -> str:
     'sm_90a 2 running 3 queued (10.0.0.5 1+2, 10.0.0.6 1+1)'."""
     parts = []
     for arch in sorted({load.arch for load in loads}):
-        hosts: dict[str, list[int]] = {}
-        for load in loads:
-            if load.arch == arch:
-                counts = hosts.setdefault(load.host, [0, 0])
-                counts[0] += load.running
-                counts[1] += load.queued
-        running, queued = (sum(c[i] for c in hosts.values()) for i in (0, 1))
-        per_host = ", ".join(f"{host} {r}+{q}" for host, (r, q) in sorted(hosts.items()))
-        parts.append(f"{arch} {running} running {queued} queued ({per_host})")
+        mine = [load for load in loads if load.arch == arch]
+        hosts = ", ".join(
+            "{} {}+{}".format(host, *_totals([load for load in mine if load.host == host]))
+            for host in sorted({load.host for load in mine})
+        )
+        parts.append("{} {} running {} queued".format(arch, *_totals(mine)) + f" ({hosts})")
     return "; ".join(parts)
+
+
+def _totals(loads: list[Load]) -> tuple[int, int]:
+    return sum(load.running for load in loads), sum(load.queued for load in loads)

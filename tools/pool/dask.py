@@ -6,17 +6,19 @@ options) to the one importable function tools.gpu.dask_worker.evaluate_request, 
 here. Placement is the scheduler's: a request goes only to a worker offering its arch, one at a time each, to the
 least occupied of them. A request for an arch no connected worker offers is unverified at once, with that reason
 (Dask would hold it forever). A lost worker, host or scheduler is never a verdict: the evaluation raises Interrupted,
-so the turn is not recorded and the run resumes it. The scheduler fails a dead worker's requests instead of running
-them again, and a waiting evaluation watches that its worker is still connected, so that a stock scheduler, which
-would re-run it elsewhere, cannot either."""
+so the turn is not recorded and the run resumes it. Our scheduler fails a dead worker's requests instead of running
+them again elsewhere; and a waiting evaluation watches that the worker holding it is still connected, so that on a
+stock scheduler, which does run them again, it is dropped with its result within WATCH_S of that worker leaving (only
+a worker that dies before the first look, FIRST_LOOK_S after sending, escapes the watch)."""
 
 from __future__ import annotations
 
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import CancelledError
-from typing import Any
+from typing import Any, TypeVar
 
 from distributed import Client, Future, KilledWorker
 
@@ -28,8 +30,10 @@ from tools.pool.base import Interrupted, Load
 
 CONNECT_S = 10.0  # how long reaching the scheduler may take before it counts as unreachable
 WATCH_S = 1.0  # how often a waiting evaluation checks that its worker is still there
+FIRST_LOOK_S = 0.05  # how soon it first looks for that worker (the scheduler places a request in milliseconds)
 QUEUED = ("ready", "constrained", "waiting")  # a Dask worker's states of a task that has not started
 ARCHS = {str(a) for a in Arch}
+T = TypeVar("T")
 
 
 class DaskPool:
@@ -57,16 +61,20 @@ class DaskPool:
                 raise Interrupted(f"lost the connection to the Dask scheduler at {self.address}")
             return self._client
 
-    def _workers(self) -> dict[str, dict[str, Any]]:
-        """The scheduler's workers by address, as it knows them now."""
+    def _ask(self, question: Callable[[Client], T]) -> T:
+        """`question` put to the scheduler through the client; Interrupted once the connection is gone."""
         client = self._connected()
         try:
-            workers = client.scheduler_info(n_workers=-1)["workers"]
+            answer = question(client)
         except (OSError, KeyError, TimeoutError) as e:  # a closing client answers with an emptied reply: KeyError
             raise Interrupted(f"lost the connection to the Dask scheduler at {self.address} ({e!r})") from None
-        if client.status != "running":  # the reply came from a client giving up on its scheduler
+        if client.status != "running":  # the answer came from a client giving up on its scheduler
             raise Interrupted(f"lost the connection to the Dask scheduler at {self.address}")
-        return workers
+        return answer
+
+    def _workers(self) -> dict[str, dict[str, Any]]:
+        """The scheduler's workers by address, as it knows them now."""
+        return self._ask(lambda client: client.scheduler_info(n_workers=-1)["workers"])
 
     # ----------------------------------------------------------------------------------- the Gpu protocol
 
@@ -97,9 +105,10 @@ class DaskPool:
         """The reply; meanwhile, every WATCH_S, that the worker holding the request is still connected, and that some
         worker still offers the arch while it waits for one."""
         holder: str | None = None
+        wait_s = FIRST_LOOK_S
         while True:
             try:
-                return future.result(timeout=WATCH_S)
+                return future.result(timeout=wait_s)
             except TimeoutError:
                 pass
             except KilledWorker:
@@ -115,7 +124,9 @@ class DaskPool:
             if not any(str(arch) in w["resources"] for w in workers.values()):
                 future.cancel()
                 raise Interrupted(f"every worker offering {arch} left the Dask pool while this attempt waited")
-            holder = next((w for w, keys in self._connected().processing().items() if future.key in keys), holder)
+            processing = self._ask(lambda client: client.processing())
+            holder = next((w for w, keys in processing.items() if future.key in keys), holder)
+            wait_s = WATCH_S
 
     def device_info(self) -> None:
         """None: the pool's GPUs are many; each Evaluation names its device and worker."""
