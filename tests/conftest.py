@@ -1,10 +1,18 @@
-"""GPU tests are marked `gpu` (any NVIDIA GPU) or `hopper` (an sm_90 GPU) and skipped without one."""
+"""GPU tests are marked `gpu` (any NVIDIA GPU) or `hopper` (an sm_90 GPU) and skipped without one. The Dask pool's
+tests share two real clusters on 127.0.0.1 (tests/dask_cluster.py), each started once."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+from tasks.schema import Arch
+
+if TYPE_CHECKING:  # Dask is imported only by the tests that use a cluster (the GPU image may lack it)
+    from tests.dask_cluster import Cluster
 
 
 @functools.cache
@@ -34,3 +42,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="needs an NVIDIA GPU; none found"))
         elif item.get_closest_marker("hopper") and cap != (9, 0):
             item.add_marker(pytest.mark.skip(reason=f"needs an sm_90 GPU; found {cap or 'none'}"))
+
+
+@pytest.fixture(scope="session")
+def dask_gpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Our scheduler and two workers without a GPU whose resources claim sm_90a and sm_100a."""
+    from tests.dask_cluster import Cluster
+
+    cluster = Cluster(tmp_path_factory.mktemp("dask-gpus"))
+    try:
+        cluster.start("cpu-hopper", Arch.SM_90A)
+        cluster.start("cpu-blackwell", Arch.SM_100A)
+        cluster.wait_for("cpu-hopper", "cpu-blackwell")
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def dask_standins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Our scheduler and two sm_90a workers whose stand-in service takes 1.5 s per request, then passes."""
+    from tests.dask_cluster import Cluster
+
+    cluster = Cluster(tmp_path_factory.mktemp("dask-standins"))
+    try:
+        cluster.start("slow-a", Arch.SM_90A, standin=True)
+        cluster.start("slow-b", Arch.SM_90A, standin=True)
+        cluster.wait_for("slow-a", "slow-b")
+        yield cluster
+    finally:
+        cluster.close()

@@ -23,7 +23,7 @@ from tools import ptx as ptx_text
 from tools.abi import check_abi
 from tools.answer import AnswerError, extract_solution
 from tools.assemble import CompileResult, compile_source
-from tools.gpu.base import CompiledModule, Gpu, Unavailable
+from tools.gpu.base import CompiledModule, Gpu, GpuOutcome, Unavailable
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan, SpecError, plan_launches
 from tools.schema import Evaluation, Solution, Stage, StageResult, StageState, Status
@@ -169,9 +169,15 @@ def evaluation(static: Static, task: Task, arch: Arch, gpu_reason: str = PENDING
     failed = static.failed
     if failed is not None:
         return _finish(static, task, arch, FAILURE_STATUS[failed.name], f"{failed.name} failed: {failed.message}")
-    skipped = [StageResult(name=s, state=StageState.SKIPPED, message=gpu_reason) for s in GPU_STAGES]
-    message = f"compiled and checked statically; GPU stages skipped: {gpu_reason}"
-    return _finish(static, task, arch, Status.UNVERIFIED, message, static.stages + skipped)
+    outcome = skipped(gpu_reason)
+    return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages)
+
+
+def skipped(reason: str) -> GpuOutcome:
+    """The GPU stages of an attempt that cannot run, skipped for `reason`: it stays unverified."""
+    stages = [StageResult(name=s, state=StageState.SKIPPED, message=reason) for s in GPU_STAGES]
+    message = f"compiled and checked statically; GPU stages skipped: {reason}"
+    return GpuOutcome(status=Status.UNVERIFIED, message=message, stages=stages)
 
 
 def on_gpu(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gpu) -> Evaluation:
@@ -183,7 +189,7 @@ def on_gpu(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gp
         return evaluation(static, task, arch, reason)
     outcome = gpu.evaluate(task, arch, static.module, options)
     return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages,
-                   device=outcome.device, **outcome.metrics)  # fmt: skip
+                   device=outcome.device, worker=outcome.worker, **outcome.metrics)  # fmt: skip
 
 
 def _finish(

@@ -239,6 +239,9 @@ class Evaluation(BaseModel):
     stages: list[StageResult] = Field(default_factory=list)
     solution_hash: str | None = None
     device: str | None = Field(None, description="GPU name the GPU stages ran on.")
+    worker: str | None = Field(
+        None, description="The evaluation pool's Dask worker that ran the GPU stages (host-gpuN); None: a GPU here."
+    )
     kernel_ms: float | None = Field(None, description="Median of the candidate's timed runs (cold L2).")
     baseline_ms: float | None = Field(
         None, description="Median of the baseline's runs, interleaved with the candidate's in the same window."

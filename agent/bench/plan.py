@@ -37,8 +37,8 @@ RESERVED = {
     "run_id": "run ids are task-arch-mode-sample",
     "eval.device": "a bench uses every visible GPU; choose them with CUDA_VISIBLE_DEVICES",
 }
-# What a continued bench may change: how to reach the endpoint, never what the runs solve.
-ENDPOINT_KEYS = sorted(k for k in RESUMABLE if k.startswith("llm."))
+# What a continued bench may change: how to reach the endpoint and the GPUs, never what the runs solve.
+ENDPOINT_KEYS = sorted(k for k in RESUMABLE if k.startswith("llm.") or k == "eval.pool")
 
 
 class PlannedRun(BaseModel):

@@ -2,9 +2,9 @@
 (plan.py), then a score table. A bench is continued by resume=BENCH_ID (or the same settings under the same
 bench_id): finished runs are skipped, killed ones resumed from their checkpoints.
 
-Runs overlap their model calls (a pool of `concurrency` threads); their GPU stages queue for the GPUs
-here, one evaluation per GPU at a time (tools/pool/). `run_bench`'s exit status: 0 every run finished
-(whatever the models achieved); 1 some stopped on an error; 130 interrupted.
+Runs overlap their model calls (a pool of `concurrency` threads); their GPU stages queue for the GPUs here,
+or for those of the Dask pool that eval.pool names, one evaluation per GPU at a time (tools/pool/). `run_bench`'s
+exit status: 0 every run finished (whatever the models achieved); 1 some stopped on an error; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -35,12 +35,14 @@ from agent.bench.plan import (
 from agent.bench.progress import Progress
 from agent.bench.tables import markdown_table, percent, times
 from agent.cli import ConfigError
+from agent.loop.config import EvalConfig
 from agent.loop.journal import Journal
 from agent.loop.policies import make_policy
 from agent.loop.run import execute, prepare
 from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs, read_trajectories
 from tasks.catalog import get_task
-from tools.pool.local import LocalPool
+from tools.pool import open_pool
+from tools.pool.base import Interrupted, Pool
 from tools.schema import Trajectory
 
 DEFAULTS = {"samples": "1", "max_turns": "8", "modes": "single,multi", "concurrency": "4"}
@@ -119,8 +121,12 @@ def run_bench(bench: Bench, bench_dir: Path, concurrency: int) -> int:
     earlier = Counter(
         RunFolder(bench_dir / r.run_id).summary().outcome.value for r in bench.runs if states[r.run_id] == "finished"
     )
-    pool = LocalPool.open(bench.settings(todo[0]).eval.gpu) if todo else LocalPool([])
-    gpus = f"{len(pool.services)} GPU(s)" if pool.services else f"GPU stages skipped: {pool.missing}"
+    settings = bench.settings(todo[0]).eval if todo else EvalConfig(gpu=False)
+    pool = open_pool(settings.pool, settings.gpu)
+    try:
+        gpus = pool.describe()
+    except Interrupted as e:  # the Dask scheduler is out of reach: nothing has started
+        raise ConfigError(str(e)) from None
     done = sum(earlier.values())
     print(
         f"bench {bench.bench_id}: {len(bench.runs)} runs, {done} finished earlier"
@@ -128,7 +134,7 @@ def run_bench(bench: Bench, bench_dir: Path, concurrency: int) -> int:
         + f"\n  folder: {bench_dir}",
         file=sys.stderr,
     )
-    progress = Progress(bench.bench_id, len(bench.runs), earlier)
+    progress = Progress(bench.bench_id, len(bench.runs), earlier, pool.load)
     try:
         outcomes = run_all(todo, lambda run: run_one(bench, run, bench_dir, pool), concurrency, progress)
     except KeyboardInterrupt:
@@ -200,7 +206,7 @@ def run_all(
     return outcomes
 
 
-def run_one(bench: Bench, run: PlannedRun, bench_dir: Path, pool: LocalPool) -> Outcome:
+def run_one(bench: Bench, run: PlannedRun, bench_dir: Path, pool: Pool) -> Outcome:
     """One run through agent.solve: started, or resumed from its checkpoint, sharing the pool's GPUs."""
     path = bench_dir / run.run_id
     try:
@@ -228,13 +234,15 @@ def _discard_unstarted(path: Path) -> None:
 
 
 def _endpoint_changes(bench: Bench, path: Path) -> list[str]:
-    """The bench's endpoint settings where they differ from what the run recorded."""
-    llm = RunFolder(path).config().llm.model_dump(mode="json")
-    return [
-        f"{key}={value}"
-        for key, value in bench.solve.items()
-        if key in ENDPOINT_KEYS and str(llm.get(key.removeprefix("llm."))) != value
-    ]
+    """The bench's endpoint and pool settings where they differ from what the run recorded."""
+    config = RunFolder(path).config()
+    recorded = {"llm": config.llm.model_dump(mode="json"), "eval": config.eval}
+    changes = []
+    for key, value in bench.solve.items():
+        group, _, name = key.partition(".")
+        if key in ENDPOINT_KEYS and str(recorded[group].get(name)) != value:
+            changes.append(f"{key}={value}")
+    return changes
 
 
 def score_table(trajs: list[Trajectory]) -> str:

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.cli import ConfigError, check_keys, described
 from tasks.schema import Arch
 from tools.answer import format_validation_error
 from tools.options import EvalOptions
+from tools.pool.base import LOCAL, scheduler_address
 
 
 class OpenAIConfig(BaseModel):
@@ -106,11 +107,27 @@ POLICY_CONFIGS: dict[str, type[BaseModel]] = {
 POLICY_NAMES = tuple(POLICY_CONFIGS)
 
 
+def _pool_address(value: str) -> str:
+    scheduler_address(value)  # refuses what it cannot read, saying what it accepts
+    return value
+
+
+PoolSetting = Annotated[
+    str,
+    AfterValidator(_pool_address),
+    Field(
+        description="Where the GPU stages run: local (this machine's GPUs), or a Dask scheduler whose workers run "
+        "python -m tools.gpu.dask_worker on GPU hosts: dask://HOST:PORT, tls://HOST:PORT."
+    ),
+]
+
+
 class EvalConfig(EvalOptions):
     """How hard each attempt is evaluated (tools/options.py), and on which GPU."""
 
     gpu: bool = Field(True, description="Run the GPU stages when a GPU of the arch is here; false: static only.")
     device: int = Field(0, ge=0, description="CUDA device index.")
+    pool: PoolSetting = LOCAL
 
     def options(self, target_speedup: float) -> EvalOptions:
         """The harness's part of these settings; profile=auto's bar is the run's target unless set."""
@@ -160,10 +177,10 @@ class SolveConfig(BaseModel):
         return Arch.resolve(value) if isinstance(value, str) else value
 
 
-# Keys a resumed run may change: its limits and how to reach the endpoint, never what it is solving.
+# Keys a resumed run may change: its limits and how to reach the endpoint and the GPUs, never what it is solving.
 RESUMABLE = {
     "max_turns", "max_tokens_total", "max_wall_s", "runs_dir",
-    "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.retries", "llm.backoff_s", "eval.device",
+    "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.retries", "llm.backoff_s", "eval.device", "eval.pool",
     "eval.timeout_s", "eval.static_timeout_s",
 }  # fmt: skip
 

@@ -20,7 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from agent.cli import ConfigError, parse_pairs
-from agent.loop.config import RESUMABLE, EvalConfig, SeedConfig, SolveConfig, build_config, merge, nest
+from agent.loop.config import RESUMABLE, SeedConfig, SolveConfig, build_config, merge, nest
 from agent.loop.conversation import Exchange
 from agent.loop.graph import build_graph
 from agent.loop.journal import Journal
@@ -35,7 +35,9 @@ from agent.loop.summary import summarize
 from agent.redact import redact
 from tasks.catalog import get_task, renamed
 from tasks.schema import Task, UnknownName
-from tools.gpu.base import Gpu, Unavailable
+from tools.gpu.base import Gpu
+from tools.pool import open_gpu
+from tools.pool.base import Interrupted
 from tools.schema import RunSummary
 
 STEPS_PER_TURN = 5
@@ -158,15 +160,6 @@ def _task(name: str) -> Task:
         raise ConfigError(str(e)) from None
 
 
-def open_gpu(settings: EvalConfig) -> Gpu:
-    """The run's own GPU: the service of `eval.device` (its worker starts on first use), or none by request."""
-    if not settings.gpu:
-        return Unavailable("turned off (eval.gpu=false)")
-    from tools.gpu.service import GpuService  # torch and the driver bindings, only when a GPU is wanted
-
-    return GpuService(device=settings.device)
-
-
 def execute(run: Prepared, gpu: Gpu | None = None) -> int:
     """Run the loop to its end and report. `gpu` is one the caller shares among runs (a pool) and closes
     itself, or a stand-in (tests); without it the run opens and closes its own."""
@@ -177,7 +170,7 @@ def execute(run: Prepared, gpu: Gpu | None = None) -> int:
 def _execute(run: Prepared, gpu: Gpu | None) -> int:
     settings, folder, journal, policy = run.settings, run.folder, run.journal, run.policy
     own_gpu = gpu is None
-    gpu = open_gpu(settings.eval) if gpu is None else gpu
+    gpu = open_gpu(settings.eval.pool, settings.eval.device, settings.eval.gpu) if gpu is None else gpu
     ctx = RunContext(
         task=run.task,
         arch=settings.arch,
@@ -198,10 +191,10 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
     )
     if run.seed is not None:  # the conversation the seed's attempt answered, word for word
         ctx.system_prompt, ctx.task_prompt = run.seed.system_prompt, run.seed.task_prompt
-    _header(ctx, run.resumed, run.seed)
     conn = sqlite3.connect(folder.checkpoints_path, check_same_thread=False)
     code, reason, detail, noop = 0, None, None, False
     try:
+        _header(ctx, run.resumed, run.seed)  # it asks the GPU pool, which may be out of reach
         graph = build_graph(SqliteSaver(conn))
         config: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}
         go, start = _starting_input(graph, config, ctx, run.seed.history() if run.seed else [])
@@ -220,6 +213,8 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
         code, reason, detail = 1, "model_error", str(e)
     except ConfigError as e:
         code, reason, detail = 2, "config_error", str(e)
+    except Interrupted as e:  # the pool lost the attempt (a worker, a host, the scheduler): its turn is not recorded
+        code, reason, detail = 1, "error", str(e)
     except KeyboardInterrupt:
         code, reason, detail = 130, "interrupted", "interrupted by the user"
     except Exception as e:  # a harness or loop bug: keep the run resumable and say where it broke

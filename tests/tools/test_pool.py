@@ -13,10 +13,11 @@ import pytest
 from tasks.catalog import get_task
 from tasks.schema import Arch
 from tools.gpu.base import GpuOutcome
-from tools.gpu.devices import NoDevice, visible_count
+from tools.gpu.devices import DeviceInfo, NoDevice, visible_count
 from tools.options import EvalOptions
 from tools.pipeline import PENDING, build, evaluation, extract, on_gpu
-from tools.pool.local import Interrupted, LocalPool
+from tools.pool.base import OFF, Interrupted, Load
+from tools.pool.local import LocalPool
 from tools.schema import Stage, StageResult, StageState, Status
 
 FILL = (Path(__file__).parents[1] / "fixtures" / "agent" / "fill_ok.md").read_text()
@@ -33,8 +34,9 @@ class FakeService:
     def unavailable_reason(self, arch: Arch) -> str | None:
         return None if arch.compute_capability == self.cc else f"{self.name} cannot run {arch}"
 
-    def device_info(self) -> None:
-        return None
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo(ordinal=0, name=self.name, capability=self.cc, sm_count=132, l2_bytes=50 << 20, driver=13000,
+                          pci_bus_id="0000:00:06.0")  # fmt: skip
 
     def evaluate(self, task, arch, module, options) -> GpuOutcome:
         self.on_evaluate()
@@ -72,6 +74,23 @@ def test_evaluations_go_to_the_least_busy_gpu_of_the_arch() -> None:
     assert pool.evaluate(task, Arch.SM_100A, static.module, EvalOptions()).device == "bw"
     assert pool.unavailable_reason(Arch.SM_90A) is None
     assert LocalPool([a]).unavailable_reason(Arch.SM_100A) == "a cannot run sm_100a"  # type: ignore[list-item]
+
+
+def test_the_pool_tells_what_each_gpu_runs_and_holds_queued() -> None:
+    hopper, blackwell = FakeService("h", hold_s=0.4), FakeService("b", cc=(10, 0))
+    pool = LocalPool([hopper, blackwell])  # type: ignore[list-item]
+    task, static = built()
+    threads = [threading.Thread(target=pool.evaluate, args=(task, Arch.SM_90A, static.module, EvalOptions()))
+               for _ in range(3)]  # fmt: skip
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    assert pool.load() == [Load("sm_90a", "local", 1, 2), Load("sm_100a", "local", 0, 0)]
+    for t in threads:
+        t.join()
+    assert pool.load() == [Load("sm_90a", "local", 0, 0), Load("sm_100a", "local", 0, 0)]
+    assert pool.describe() == "2 GPU(s) here"
+    assert LocalPool.open(use_gpu=False).describe() == f"GPU stages skipped: {OFF}"
 
 
 def test_one_evaluation_at_a_time_per_gpu() -> None:
@@ -120,7 +139,7 @@ def test_an_interrupted_evaluation_is_not_a_verdict() -> None:
 
 
 def test_pool_without_gpus_says_why() -> None:
-    assert LocalPool.open(use_gpu=False).unavailable_reason(Arch.SM_90A) == "turned off (eval.gpu=false)"
+    assert LocalPool.open(use_gpu=False).unavailable_reason(Arch.SM_90A) == OFF == "turned off (eval.gpu=false)"
     try:
         visible_count()
     except NoDevice as e:

@@ -36,6 +36,7 @@ class GpuOutcome(BaseModel):
     stages: list[StageResult]
     metrics: dict[str, Any] = Field(default_factory=dict)
     device: str | None = Field(None, description="The GPU's name, when the stages ran on one.")
+    worker: str | None = Field(None, description="The Dask worker that ran them (host-gpuN); None: a GPU here.")
 
 
 class Gpu(Protocol):

@@ -20,9 +20,14 @@ class DeviceInfo(BaseModel):
     driver: int  # the driver's CUDA version, e.g. 13000
     pci_bus_id: str  # e.g. "0000:00:06.0": NVML opens devices by it (it ignores CUDA_VISIBLE_DEVICES)
 
+    @property
+    def arch(self) -> Arch | None:
+        """The arch whose solutions run on this device, or None when it is neither Hopper nor Blackwell."""
+        return next((a for a in Arch if a.compute_capability == self.capability), None)
+
     def cannot_run(self, arch: Arch) -> str | None:
         """Why a solution for `arch` cannot run on this device, or None when it can."""
-        if self.capability == arch.compute_capability:
+        if self.arch is arch:
             return None
         major, minor = self.capability
         return (

@@ -16,11 +16,7 @@ from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, visible_count
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
-
-
-class Interrupted(RuntimeError):
-    """The pool was interrupted while this attempt was on a GPU; its result is not the kernel's verdict (the
-    worker was stopped under it), so the turn must not be recorded: the run resumes it later."""
+from tools.pool.base import OFF, Interrupted, Load
 
 
 class LocalPool:
@@ -39,7 +35,7 @@ class LocalPool:
     def open(cls, use_gpu: bool = True) -> LocalPool:
         """A service per visible GPU (each starts its worker on first use), or none and why."""
         if not use_gpu:
-            return cls([], "turned off (eval.gpu=false)")
+            return cls([], OFF)
         try:
             count = visible_count()
         except NoDevice as e:
@@ -56,6 +52,20 @@ class LocalPool:
     def device_info(self) -> DeviceInfo | None:
         """The first GPU (a pool of one is that GPU); per evaluation, the Evaluation names its device."""
         return self.services[0].device_info() if self.services else None
+
+    def describe(self) -> str:
+        return f"{len(self.services)} GPU(s) here" if self.services else f"GPU stages skipped: {self.missing}"
+
+    def load(self) -> list[Load]:
+        """Per GPU: one running while any is held (the one holding its lock), the others queued behind it."""
+        with self._state:
+            busy = list(self._busy)
+        loads = []
+        for service, count in zip(self.services, busy, strict=True):
+            info = service.device_info()
+            arch = info.arch if info else None
+            loads.append(Load(str(arch) if arch else "?", "local", min(count, 1), max(count - 1, 0)))
+        return loads
 
     def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
         with self._lease(arch) as gpu:

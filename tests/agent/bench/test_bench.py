@@ -22,6 +22,7 @@ from agent.cli import ConfigError
 from agent.loop.store import RunFolder
 from tasks.catalog import CORE, TASKS
 from tests.agent.helpers import fixture_text, write_script
+from tools.pool.base import Load
 
 REPO = Path(__file__).resolve().parents[3]
 GEMM = "gemm_n7168_k5120"
@@ -99,7 +100,7 @@ def test_a_missing_reference_solution_fails_before_any_run(
 
 def test_progress_lines_off_a_terminal() -> None:
     stream = io.StringIO()
-    progress = Progress("b1", 4, Counter({"solved": 1}), stream)
+    progress = Progress("b1", 4, Counter({"solved": 1}), stream=stream)
     progress.start()
     progress.finish("error")
     progress.start()
@@ -109,6 +110,19 @@ def test_progress_lines_off_a_terminal() -> None:
     ]
     progress.finish("unverified")
     assert stream.getvalue().splitlines()[-1].startswith("b1 [##################------] 3/4  solved 1 · unverified 1")
+
+
+def test_progress_shows_the_pools_evaluations_per_arch_and_host() -> None:
+    loads = [Load("sm_90a", "10.0.0.5", 1, 2), Load("sm_90a", "10.0.0.6", 1, 0), Load("sm_90a", "10.0.0.5", 0, 1),
+             Load("sm_100a", "10.0.0.7", 0, 1)]  # fmt: skip
+    stream = io.StringIO()
+    progress = Progress("b1", 2, Counter(), lambda: loads, stream=stream)
+    progress.start()
+    progress.finish("solved")
+    assert stream.getvalue().splitlines() == [
+        "b1 [############------------] 1/2  solved 1  | 0 running | 0:00 | sm_100a 0 running 1 queued (10.0.0.7 0+1); "
+        "sm_90a 2 running 3 queued (10.0.0.5 1+3, 10.0.0.6 1+0)"
+    ]
 
 
 # ------------------------------------------------------------------------------------ whole benches

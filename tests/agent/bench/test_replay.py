@@ -15,6 +15,7 @@ from agent.bench.replay import flag, render, replay
 from agent.loop.store import RunFolder
 from agent.replay import main
 from tasks.schema import Arch
+from tests.dask_cluster import Cluster
 from tests.fixtures.runs import make_runs
 from tools.gpu.base import GpuOutcome
 from tools.schema import StageResult, StageState, Status
@@ -103,6 +104,14 @@ def test_cli_json(capsys: pytest.CaptureFixture) -> None:
         "combined_spread": None,
         "flag": "not verified here",
     }
+
+
+def test_cli_on_a_dask_pool(dask_gpus: Cluster, capsys: pytest.CaptureFixture) -> None:
+    """Through the pool's sm_90a worker, which has no GPU either: on for the pool, skipped by the worker."""
+    assert main([str(RUN), f"pool={dask_gpus.address}"]) == 0
+    out = capsys.readouterr().out
+    assert "4 attempts with a solution, 1 without (not replayed); GPU stages: on" in out
+    assert "3 not verified here" in out
 
 
 def test_cli_without_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -18,6 +18,7 @@ from agent.mine_repairs import main
 from agent.sft.mine import mine
 from agent.solve import main as solve_main
 from tests.agent.helpers import RecordedGpu, answer_replaying, fixture_text, solve, write_script
+from tests.dask_cluster import Cluster
 from tools.schema import Status
 
 SFT = Path(__file__).resolve().parents[2] / "fixtures" / "sft"
@@ -204,3 +205,15 @@ def test_missing_folder_and_help(tmp_path: Path, capsys: pytest.CaptureFixture) 
     assert main([str(tmp_path / "nowhere"), "llm=scripted"]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert main(["help"]) == 0 and "seed_attempt" in capsys.readouterr().out
+
+
+def test_teacher_runs_send_their_gpu_stages_to_the_dask_pool(
+    tmp_path: Path, dask_gpus: Cluster, capsys: pytest.CaptureFixture
+) -> None:
+    student(tmp_path, [fixture_text("fill_typo.md")], "max_turns=1", "eval.gpu=false")
+    args = [str(tmp_path / "students"), *TEACHER, f"runs_dir={tmp_path / 'teachers'}", "max_turns=1",
+            f"eval.pool={dask_gpus.address}"]  # fmt: skip
+    assert main(args) == 0
+    (teacher,) = (tmp_path / "teachers").iterdir()
+    (turn,) = RunFolder(teacher).turns()
+    assert (turn.evaluation.status, turn.evaluation.worker) == (Status.UNVERIFIED, "cpu-hopper")
