@@ -31,7 +31,7 @@ class EvalOptions(BaseModel):
         Profile.AUTO,
         description="Nsight Compute after a correct attempt: off; counts (executed target instructions); perf "
         "(counts, then where the time goes, beside the baseline library's kernels); auto (perf when the "
-        "speedup is below perf_below, counts otherwise). true/false read as counts/off.",
+        "speedup is below perf_below, counts otherwise). true/false read as counts/off, if_correct as counts.",
     )
     perf_below: float | None = Field(
         None,
@@ -68,11 +68,12 @@ class EvalOptions(BaseModel):
 
     @field_validator("profile", mode="before")
     @classmethod
-    def _boolean_profile(cls, value: Any) -> Any:
-        """What the setting meant before it had modes (records and scripts from then): counts, or nothing."""
+    def _profile_aliases(cls, value: Any) -> Any:
+        """true/false: what the setting meant before it had modes (records and scripts from then); if_correct:
+        the RL trainers' word for counts (every profile pass runs only after a correct check)."""
         if isinstance(value, bool) or value in ("true", "false"):
             return Profile.COUNTS if value in (True, "true") else Profile.OFF
-        return value
+        return Profile.COUNTS if value == "if_correct" else value
 
     def wants_perf(self, speedup: float | None) -> bool:
         """Whether the perf pass follows the counts pass for an attempt timed at `speedup` (None: not timed)."""

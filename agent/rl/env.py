@@ -1,0 +1,69 @@
+"""A multi-turn environment for RL trainers: the repair loop's conversation, one attempt per step. Its shape is
+SkyRL's text environment (`init(prompt) -> (prompt, metadata)`, `step(action) -> {observations, reward, done,
+metadata}`) with a gym-style `reset()` beside it; README shows the three lines that subclass SkyRL's
+BaseTextEnv with it. The observation after an attempt is our feedback, exactly as the loop's model reads it;
+the reward is tools/reward.py's score of that attempt; the episode ends when the attempt meets the target
+(correct, targets executed, speedup at least `target_speedup`) or after `max_turns` attempts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.loop.feedback import feedback_message
+from agent.rl.dataset import messages, parse_label
+from agent.rl.scoring import Attempt, Scorer
+from tasks.catalog import get_task
+from tasks.schema import Arch
+from tools.options import EvalOptions
+
+
+class KernelEnv:
+    def __init__(self, task: str, arch: str, scorer: Scorer, *, max_turns: int = 4, target_speedup: float = 1.0):
+        self.task, self.arch = get_task(task), Arch.resolve(arch)
+        self.scorer = scorer
+        self.max_turns, self.target_speedup = max_turns, target_speedup
+        self.turn = 0
+
+    @classmethod
+    def from_extras(cls, extras: dict[str, Any], scorer: Scorer, **settings: Any) -> KernelEnv:
+        """From a SkyRL dataset row's extras (agent.rl_prompts format=skyrl writes reward_spec.ground_truth)."""
+        task, arch = parse_label(extras["reward_spec"]["ground_truth"])
+        return cls(task, arch, scorer, **settings)
+
+    def reset(self) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        """The first turn's system and task messages, as the loop sends them."""
+        self.turn = 0
+        prompt = messages(self.task, self.arch, trials=EvalOptions().trials, target_speedup=self.target_speedup,
+                          max_turns=self.max_turns)  # fmt: skip
+        return prompt, {"task": self.task.name, "arch": str(self.arch)}
+
+    def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
+        """SkyRL's start: the dataset's prompt is kept as it is."""
+        self.turn = 0
+        return prompt, {"task": self.task.name, "arch": str(self.arch)}
+
+    def step(self, action: str) -> dict[str, Any]:
+        """Evaluate one answer; the next observation is its feedback (none after the last turn)."""
+        self.turn += 1
+        (scored,) = self.scorer.score([Attempt(self.task.name, str(self.arch), action)])
+        evaluation, reward = scored.evaluation, scored.reward
+        if evaluation is None or reward is None:
+            return {"observations": [], "reward": 0.0, "done": True, "metadata": {"error": scored.error}}
+        met = reward.correct and reward.targets and (reward.speedup or 0.0) >= self.target_speedup
+        done = met or self.turn >= self.max_turns
+        feedback = feedback_message(evaluation, self.task, self.arch, turn=self.turn, max_turns=self.max_turns,
+                                    target_speedup=self.target_speedup)  # fmt: skip
+        return {
+            "observations": [] if done else [{"role": "user", "content": feedback}],
+            "reward": reward.score,
+            "done": done,
+            "metadata": {
+                "turn": self.turn,
+                "status": str(evaluation.status),
+                "reward": reward.model_dump(mode="json"),
+                "feedback": feedback,
+            },
+        }
+
+    def close(self) -> None:
+        """SkyRL calls it at the end of an episode; the scorer is the caller's to close."""

@@ -1,0 +1,82 @@
+"""`python -m tools.serve [--host 127.0.0.1] [--port 8000] [--pool local|dask://HOST:PORT]`: the harness as an
+HTTP service (tools/serve/app.py lists the routes). It binds to 127.0.0.1 unless told otherwise; a bind that
+other machines can reach needs a token in PTXBENCH_SERVE_TOKEN, which every request must then carry as
+`Authorization: Bearer TOKEN`, and without which the command refuses to start. Exit 0 when stopped (Ctrl-C),
+2 on bad usage."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+
+from tools.pool import open_pool
+from tools.pool.base import LOCAL
+from tools.serve.app import create_app
+from tools.serve.runner import Runner
+
+TOKEN_ENV = "PTXBENCH_SERVE_TOKEN"
+MIN_TOKEN_CHARS = 16
+
+
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.serve", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--pool", default=LOCAL, help="local (this machine's GPUs) or dask://HOST:PORT")
+    parser.add_argument("--static-workers", type=int, default=min(4, os.cpu_count() or 1),
+                        help="threads for the static stages (compile, SASS, ABI)")  # fmt: skip
+    parser.add_argument("--gpu-concurrency", type=int, default=16,
+                        help="attempts handed to the pool at once (it queues them per GPU)")  # fmt: skip
+    parser.add_argument("--no-gpu", action="store_true", help="static stages only (every attempt unverified)")
+    args = parser.parse_args(argv)
+    token = os.environ.get(TOKEN_ENV) or None
+    problem = _problem(args, token)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        pool = open_pool(args.pool, use_gpu=not args.no_gpu)
+    except ValueError as e:
+        print(f"error: --pool: {e}", file=sys.stderr)
+        return 2
+    import uvicorn  # the service's own dependency (the `serve` extra); the harness runs without it
+
+    runner = Runner(pool, args.static_workers, args.gpu_concurrency)
+    app = create_app(runner, token, pool.describe())
+    print(f"serving PTXBench on http://{args.host}:{args.port} (pool: {pool.describe()}; "
+          f"{'bearer token required' if token else 'no token'})", file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    finally:
+        runner.close()
+        pool.close()
+    return 0
+
+
+def _problem(args: argparse.Namespace, token: str | None) -> str | None:
+    """Why the service must not start with these settings, or None."""
+    if not 0 < args.port < 65536:
+        return f"--port {args.port}: use 1–65535"
+    if args.static_workers < 1 or args.gpu_concurrency < 1:
+        return "--static-workers and --gpu-concurrency must be at least 1"
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        return f"{TOKEN_ENV} is shorter than {MIN_TOKEN_CHARS} characters: use a long random one"
+    if token is None and not loopback(args.host):
+        return (f"--host {args.host} can be reached from other machines: set {TOKEN_ENV} to a long random token "
+                "(every request then needs Authorization: Bearer TOKEN), or bind to 127.0.0.1")  # fmt: skip
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

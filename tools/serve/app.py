@@ -1,0 +1,210 @@
+"""The service's HTTP API (FastAPI): evaluate one answer, score it, submit many as a job and poll it, OpenRLHF's
+remote-reward shape, the task catalog, health and Prometheus metrics.
+
+Every 4xx body is `{"error": "…"}` naming the field and what was expected, in the command-line tools' words;
+with a token configured every route but /healthz needs `Authorization: Bearer TOKEN`. Bodies are capped
+(MAX_BODY_BYTES) before they are parsed. Nothing a request names reaches the file system: answers are text,
+task and arch names are looked up in the catalog, and CUDA answers keep the harness's include rules."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import re
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tasks.catalog import TASKS
+from tools.answer import format_validation_error
+from tools.options import Profile
+from tools.reward import reward
+from tools.schema import Evaluation
+from tools.serve.runner import BadRequest, Runner
+from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardRequest, Scored
+
+MAX_BODY_BYTES = 64 << 20  # a job of a few hundred answers; one answer is capped at 8 MB by the harness
+JOB_ID = re.compile(r"[0-9a-f]{16}")
+DEFAULT_PROFILE = Profile.AUTO  # /v1/evaluate: as tools.evaluate
+REWARD_PROFILE = Profile.COUNTS  # the rewards' default: if_correct, without the perf pass
+
+
+class HTTPProblem(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.message, self.headers = status, message, headers
+
+
+def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
+    """The API over `runner`; `token`: the bearer token every route but /healthz requires (None: none)."""
+    app = FastAPI(title="PTXBench", summary="Evaluate PTX/CUDA answers; rewards for RL trainers.")
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+
+    def authorized(request: Request) -> None:
+        if token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+            raise HTTPProblem(401, "this service needs Authorization: Bearer <PTXBENCH_SERVE_TOKEN>",
+                              {"WWW-Authenticate": "Bearer"})  # fmt: skip
+
+    guarded = [Depends(authorized)]
+
+    @app.exception_handler(HTTPProblem)
+    async def _problem(_: Request, e: HTTPProblem) -> JSONResponse:
+        return JSONResponse({"error": e.message}, status_code=e.status, headers=e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        errors = e.errors()
+        if any(item["type"] == "json_invalid" for item in errors):
+            return JSONResponse({"error": "the body is not JSON"}, status_code=400)
+        lines = [f"- {_where(item['loc'])}: {_message(item)}" for item in errors[:12]]
+        return JSONResponse({"error": "invalid request:\n" + "\n".join(lines)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:  # 404, 405, 413 in our shape
+        return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
+
+    @app.exception_handler(BadRequest)
+    async def _bad(_: Request, e: BadRequest) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=422)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        static, gpu = runner.queue_depth()
+        return {"ok": True, "pool": pool, "queued_static": static, "queued_gpu": gpu}
+
+    @app.get("/v1/tasks", dependencies=guarded)
+    async def tasks() -> list[dict[str, Any]]:
+        return [_task_entry(t) for t in TASKS.values()]
+
+    @app.post("/v1/evaluate", dependencies=guarded)
+    async def evaluate(body: EvaluateRequest) -> Evaluation:
+        return await asyncio.wrap_future(runner.evaluate(body, DEFAULT_PROFILE))
+
+    @app.post("/v1/reward", dependencies=guarded)
+    async def score(body: RewardRequest) -> Scored:
+        evaluation = await asyncio.wrap_future(runner.evaluate(body, REWARD_PROFILE))
+        scored = reward(evaluation, body.reward)
+        return Scored(score=scored.score, reward=scored, evaluation=evaluation)
+
+    @app.post("/v1/jobs", dependencies=guarded, status_code=202)
+    async def submit(body: JobRequest) -> JobState:
+        profile = REWARD_PROFILE if body.reward is not None else DEFAULT_PROFILE
+        return runner.submit_job(body.items, body.reward, profile).state()
+
+    @app.get("/v1/jobs/{job_id}", dependencies=guarded)
+    async def poll(job_id: str) -> JobState:
+        job = runner.job(job_id) if JOB_ID.fullmatch(job_id) else None
+        if job is None:
+            raise HTTPProblem(404, "no such job (ids are 16 hex digits, kept until the service stops)")
+        return job.state()
+
+    @app.post("/v1/openrlhf", dependencies=guarded)
+    async def openrlhf(body: OpenRLHFRequest) -> dict[str, Any]:
+        triples = zip(body.query, body.prompts, body.labels, strict=True)
+        items = [_openrlhf_item(n, *triple) for n, triple in enumerate(triples)]
+        evaluations = await asyncio.gather(*(asyncio.wrap_future(runner.evaluate(i, REWARD_PROFILE)) for i in items))
+        scored = [reward(e) for e in evaluations]
+        rewards = [s.score for s in scored]
+        logs = {key: [float(getattr(s, key)) for s in scored] for key in ("compiled", "correct", "targets", "speed")}
+        return {"rewards": rewards, "scores": rewards, "extra_logs": logs}
+
+    @app.get("/metrics", dependencies=guarded, response_class=PlainTextResponse)
+    async def metrics() -> str:
+        return prometheus(runner)
+
+    return app
+
+
+def _where(loc: tuple) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "(the body)"
+
+
+def _message(item: dict[str, Any]) -> str:
+    if item["type"] == "missing":
+        return "required field is missing"
+    if item["type"] == "extra_forbidden":
+        return "unknown field"
+    return item["msg"].removeprefix("Value error, ")
+
+
+def _task_entry(task) -> dict[str, Any]:
+    return {
+        "name": task.name, "version": task.version, "archs": [str(a) for a in task.targets],
+        "dims": task.dims, "inputs": [i.name for i in task.inputs], "outputs": [o.name for o in task.outputs],
+        "baseline": task.baseline.library,
+    }  # fmt: skip
+
+
+def _openrlhf_item(number: int, query: str, prompt: str, label: str) -> EvaluateRequest:
+    """The response the query holds after its prompt, for the problem its label names."""
+    if not query.startswith(prompt):
+        raise BadRequest(f"query[{number}] does not start with prompts[{number}]: cannot tell the response apart")
+    try:
+        named = json.loads(label)
+        return EvaluateRequest(task=named["task"], arch=named["arch"], answer=query[len(prompt) :])
+    except (ValueError, TypeError, KeyError) as e:
+        detail = format_validation_error(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
+        raise BadRequest(f'labels[{number}] must be JSON {{"task": …, "arch": …}} ({detail})') from None
+
+
+def prometheus(runner: Runner) -> str:
+    """Prometheus text format: the queue depth, evaluations per arch and status, jobs per state."""
+    static, gpu = runner.queue_depth()
+    lines = [
+        "# HELP ptxbench_queue_depth Attempts waiting, by where they wait.", "# TYPE ptxbench_queue_depth gauge",
+        f'ptxbench_queue_depth{{stage="static"}} {static}', f'ptxbench_queue_depth{{stage="gpu"}} {gpu}',
+        "# HELP ptxbench_evaluations_total Evaluations finished, by arch and status.",
+        "# TYPE ptxbench_evaluations_total counter",
+    ]  # fmt: skip
+    for (arch, status), n in sorted(runner.counters.evaluations.items()):
+        lines.append(f'ptxbench_evaluations_total{{arch="{arch}",status="{status}"}} {n}')
+    states = [job.state().state for job in list(runner.jobs.values())]
+    lines += ["# HELP ptxbench_jobs Jobs held, by state.", "# TYPE ptxbench_jobs gauge"]
+    lines += [f'ptxbench_jobs{{state="{s}"}} {states.count(s)}' for s in ("running", "done")]
+    return "\n".join(lines) + "\n"
+
+
+class BodyLimit:
+    """ASGI middleware: a body over `limit` bytes is refused with 413 before anything reads it whole."""
+
+    def __init__(self, app, limit: int):
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await self._refuse(send)
+            return
+        seen = 0
+
+        async def counted():  # a body sent without its length (chunked): counted as it arrives
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > self.limit:
+                raise StarletteHTTPException(413, self.message)  # FastAPI passes HTTP exceptions through
+            return message
+
+        await self.app(scope, counted, send)
+
+    @property
+    def message(self) -> str:
+        return f"the body is over {self.limit >> 20} MB"
+
+    async def _refuse(self, send) -> None:
+        body = json.dumps({"error": self.message}).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
