@@ -35,7 +35,8 @@ class Cluster:
         folder.mkdir(parents=True, exist_ok=True)
         self.log = folder / "standin.log"
         self.log.touch()
-        self.env = dict(os.environ, PYTHONPATH=str(REPO), PTXBENCH_STANDIN_LOG=str(self.log),
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)  # and what was installed
+        self.env = dict(os.environ, PYTHONPATH=path, PTXBENCH_STANDIN_LOG=str(self.log),
                         PTXBENCH_STANDIN_HOLD_S=str(hold_s))  # fmt: skip
         self.tls = self._certificate() if tls else []
         self._config = dask.config.set(self._tls_config()) if tls else None  # this process's clients use it

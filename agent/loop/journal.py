@@ -1,6 +1,6 @@
 """Where a run reports: structured JSON events in the run folder's events.log (structlog), and short
 progress lines for people on the terminal (stderr, so stdout keeps only the final table). Both pass through
-agent/redact.py first, so no secret an endpoint echoes reaches either.
+agent/loop/redact.py first, so no secret an endpoint echoes reaches either.
 
 Events emitted before the run folder exists (while the policy is being set up) are kept and written
 when the journal is attached to the folder's events.log.
@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from agent.redact import redact
+from agent.loop.redact import redact
 
 
 class Journal:

@@ -27,12 +27,12 @@ from agent.loop.journal import Journal
 from agent.loop.nodes import write_summary
 from agent.loop.policies import ModelError, Policy, make_policy
 from agent.loop.prompts import system_prompt, task_prompt, toolchain
+from agent.loop.redact import redact
 from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
 from agent.loop.state import RunContext
 from agent.loop.store import RunFolder, RunFolderError, check_run_id, new_run_id
 from agent.loop.summary import summarize
-from agent.redact import redact
 from tasks.catalog import get_task, renamed
 from tasks.schema import Task, UnknownName
 from tools.gpu.base import Gpu

@@ -19,22 +19,26 @@ from pathlib import Path
 
 import httpx
 
-from agent.loop.store import find_runs
 from tasks.catalog import TASKS
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
+from tools.schema import RunConfig, Turn
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_RUNS = REPO / "tests" / "fixtures" / "runs"
 
 
 def recorded_items(run_dirs: list[Path]) -> list[dict]:
-    """Every sm_90a attempt the run folders hold, as the model wrote it, and every sm_90a reference answer."""
+    """Every sm_90a attempt the run folders below `run_dirs` hold, as the model wrote it (read with the run
+    records' own models: the harness does not use agent/'s reader), and every sm_90a reference answer."""
     items = []
-    for folder in find_runs(run_dirs):
-        traj = folder.trajectory()
-        if str(traj.config.arch) == "sm_90a" and traj.config.task in TASKS:
-            items += [{"task": traj.config.task, "arch": "sm_90a", "answer": t.response} for t in traj.turns]
+    for config_path in sorted(p for d in run_dirs for p in d.rglob("config.json")):
+        config = RunConfig.model_validate_json(config_path.read_text())
+        trajectory = config_path.with_name("trajectory.jsonl")
+        if str(config.arch) != "sm_90a" or config.task not in TASKS or not trajectory.is_file():
+            continue
+        turns = [Turn.model_validate_json(line) for line in trajectory.read_text().splitlines() if line.strip()]
+        items += [{"task": config.task, "arch": "sm_90a", "answer": t.response} for t in turns]
     for name in TASKS:
         text = reference_answer(name, Arch.SM_90A)
         if text:

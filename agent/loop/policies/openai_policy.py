@@ -4,7 +4,7 @@ Retried with exponential back-off (the server's Retry-After wins when it gives a
 429, 5xx, time-outs, dropped connections, and replies that are not a chat completion; each retry is said on
 the terminal with its wait. Refusals that retrying cannot fix end the run: a bad key or unknown model is a
 configuration error, any other 4xx a ModelError. Every text taken from the endpoint is redacted
-(agent/redact.py) before it goes anywhere: servers echo the key in their errors.
+(agent/loop/redact.py) before it goes anywhere: servers echo the key in their errors.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from agent.cli import ConfigError
 from agent.loop.config import OpenAIConfig
 from agent.loop.journal import Journal
 from agent.loop.policies.base import ModelError, Reply
-from agent.redact import redact, register
+from agent.loop.redact import redact, register
 from tools.schema import Message
 
 RETRY_STATUS = {408, 409, 429}
