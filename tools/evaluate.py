@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--no-time", action="store_true", help="skip timing against the baseline")
     parser.add_argument("--no-profile", action="store_true", help="skip the Nsight Compute instruction profile")
-    parser.add_argument("--memcheck", action="store_true", help="also run compute-sanitizer's memcheck")
+    parser.add_argument("--memcheck", action="store_true", help=EvalOptions.model_fields["memcheck"].description)
+    parser.add_argument("--racecheck", action="store_true", help=EvalOptions.model_fields["racecheck"].description)
     fields = EvalOptions.model_fields
     parser.add_argument("--trials", type=int, default=DEFAULTS.trials, help=fields["trials"].description)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help=fields["seed"].description)
@@ -73,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             time=not args.no_time,
             profile=not args.no_profile,
             memcheck=args.memcheck,
+            racecheck=args.racecheck,
             timeout_s=args.timeout,
             static_timeout_s=args.static_timeout,
         )

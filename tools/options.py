@@ -14,7 +14,10 @@ class EvalOptions(BaseModel):
     seed: int | None = Field(None, description="First trial's input seed; unset: a fresh one per attempt (recorded).")
     time: bool = Field(True, description="Time the kernel against the baseline.")
     profile: bool = Field(True, description="Count executed target instructions with Nsight Compute.")
-    memcheck: bool = Field(False, description="Run compute-sanitizer's memcheck on the candidate's kernels.")
+    memcheck: bool = Field(
+        False, description="Run compute-sanitizer's memcheck on a correct attempt too (a fault always gets one)."
+    )
+    racecheck: bool = Field(False, description="On a mismatch, also run compute-sanitizer's shared-memory racecheck.")
     # Limits must be finite: a time-out of inf or nan reaches the OS as an overflow, not as "no limit".
     timeout_s: float | None = Field(
         None,

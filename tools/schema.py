@@ -148,6 +148,7 @@ class Stage(StrEnum):
     TIME = "time"
     PROFILE = "profile"
     MEMCHECK = "memcheck"
+    RACECHECK = "racecheck"
 
 
 class StageState(StrEnum):
