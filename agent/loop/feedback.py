@@ -48,8 +48,40 @@ def feedback_message(
         "counts": instruction_counts(evaluation, task, arch),
         "verdict": verdict(evaluation, task, arch, target_speedup),
         "target_speedup": f"{target_speedup:g}×",
+        "diagnosis": diagnosis(evaluation),
+        "crosschecks": _stage_message(evaluation, Stage.ABI) or "none applied",
     }
     return render(f"feedback/{evaluation.status.value}.md", **values).strip()
+
+
+def outcome_summary(evaluation: Evaluation, turn: int) -> str:
+    """A turn in one line, for a history that no longer shows it whole: its status, and the failing stage's first
+    line or the speedup."""
+    text = f"turn {turn}: {evaluation.status.value}"
+    failed = _failed(evaluation)
+    if failed is not None:
+        first = next((line.strip() for line in (failed.message or evaluation.message).splitlines() if line.strip()), "")
+        return f"{text} at {failed.name.value}: {first[:200]}"
+    if evaluation.speedup is not None:
+        targets = {True: ", targets met", False: ", targets NOT met", None: ""}[evaluation.targets_met]
+        return f"{text}: {evaluation.speedup:.3f}× the baseline{targets}"
+    return text
+
+
+def diagnosis(evaluation: Evaluation) -> str:
+    """What compute-sanitizer said of a failed attempt (memcheck on a fault, racecheck on a mismatch), or ""."""
+    parts = []
+    for stage in (evaluation.stage(Stage.MEMCHECK), evaluation.stage(Stage.RACECHECK)):
+        if stage is None or evaluation.status.value == "passed":
+            continue
+        if stage.state is StageState.FAILED:
+            parts.append(cut(stage.message, 3000))
+        elif stage.state is StageState.PASSED:
+            parts.append(f"compute-sanitizer's {stage.name.value} found nothing on a run with other inputs: the "
+                         "error may depend on the data or on timing.")  # fmt: skip
+        else:
+            parts.append(f"Not located ({stage.name.value} skipped): {stage.message}")
+    return "".join(f"\n\n{p}" for p in parts)
 
 
 def stage_line(evaluation: Evaluation) -> str:
