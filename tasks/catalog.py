@@ -37,11 +37,11 @@ TARGETS = {
 
 # Published B200 figures, for sm_100a prompts (nothing was measured on a B200 here). FlashAttention-4: Zadouri et
 # al., arXiv 2603.05451, whose introduction also quotes NVIDIA's tensor-core peaks.
-_FA4 = "FlashAttention-4 (arXiv 2603.05451)"
+_FA4 = "the FlashAttention-4 paper, arXiv 2603.05451"
 _B200 = {
     "gemm": "not measured here. NVIDIA quotes 2.25 PFLOP/s of dense bf16 tensor-core throughput for the B200 (as "
-    f"cited by {_FA4}): the time this GEMM's FLOPs take at that rate is the floor no kernel beats",
-    "forward": f"not measured here. {_FA4} reports bf16 attention forward on a B200 at up to 1,613 TFLOP/s, up to "
+    f"cited in {_FA4}): the time this GEMM's FLOPs take at that rate is the floor no kernel beats",
+    "forward": f"not measured here. In {_FA4}, bf16 attention forward on a B200 reaches up to 1,613 TFLOP/s, up to "
     "1.3× cuDNN 9.13",
     "backward": f"not measured here. The published B200 figures we know of are for the forward ({_FA4}: up to "
     "1,613 TFLOP/s, up to 1.3× cuDNN 9.13); its backward uses 2-CTA MMAs to cut shared-memory traffic and dQ "

@@ -29,6 +29,8 @@ from tools.ptx import Statement
 
 Verdict = Literal["consistent", "mismatch", "unchecked"]
 MAX_VALUES = 64  # possible values a register may have before it counts as unknown
+MAX_STEPS = 100_000  # register evaluations per kernel: beyond them (a hostile module), everything is unknown
+MAX_DEPTH = 64  # definitions followed back from one operand (descriptor code takes a handful)
 # The swizzle field of a shared-memory matrix descriptor: bits 62-63 on sm_90a, 61-63 on sm_100a.
 SWIZZLE_FIELD = {Arch.SM_90A: (62, 2), Arch.SM_100A: (61, 3)}
 SWIZZLES = {
@@ -91,6 +93,10 @@ class _Kernel:
     def __init__(self, name: str, index: int, body: list[Statement], maps: dict[str, TensorMapPlan], generated: bool):
         self.name, self.index, self.body, self.maps = name, index, body, maps
         self.lines_of = " (line numbers of the PTX that NVRTC generated)" if generated else ""
+        self.known: dict[str, frozenset[Value] | None] = {}  # registers evaluated whole
+        self.assumed: dict[str, frozenset[Value]] = {}  # registers being evaluated: their values so far
+        self.cut: list[str] = []  # the registers a cycle was cut at, in order
+        self.steps = MAX_STEPS
         self.defs: dict[str, list[Statement]] = defaultdict(list)
         for s in body:
             if s.operands and s.opcode and not s.opcode.startswith(".") and s.operands[0].startswith("%"):
@@ -253,6 +259,8 @@ class _Kernel:
         """The .param a tensor-map operand comes from, through `mov` and `cvta.param`."""
         if not operand.startswith("%"):
             return operand if operand in self.maps else None
+        if len(seen) > MAX_DEPTH:
+            return None
         sources = set()
         for d in self.defs.get(operand, []):
             if not d.opcode.startswith(("mov.", "cvta.param")) or len(d.operands) != 2:
@@ -271,24 +279,41 @@ class _Kernel:
 
     def values(self, operand: str, seen: frozenset[str] = frozenset()) -> frozenset[Value] | None:
         """The possible (high word, low word) values of an operand over all of its definitions; the low word
-        None where it holds something unknown (an address); None when even the high word is unknown."""
+        None where it holds something unknown (an address); None when even the high word is unknown. A register
+        defined from itself (`or.b64 %rd2, %rd2, …`, hand-written code reuses registers) is iterated to a fixed
+        point: what it holds along the way counts too, which can only widen what is found."""
         if _INT.match(operand):
             n = int(operand.rstrip("U"), 0) & (2**64 - 1)
             return frozenset({(n >> 32, n & 0xFFFFFFFF)})
-        if not operand.startswith("%") or operand in seen:
-            return frozenset() if operand in seen else None  # a definition in terms of itself adds nothing
-        definitions = self.defs.get(operand)
-        if not definitions:
+        if not operand.startswith("%"):
             return None
-        out: set[Value] = set()
-        for d in definitions:
-            got = self._evaluate(d, seen | {operand})
-            if got is None:
-                return None
-            out |= got
-            if len(out) > MAX_VALUES:
-                return None
-        return frozenset(out)
+        if operand in seen:  # a cycle: what the register is known to hold so far
+            self.cut.append(operand)
+            return self.assumed.get(operand, frozenset())
+        if operand in self.known:
+            return self.known[operand]
+        definitions = self.defs.get(operand)
+        if not definitions or len(seen) > MAX_DEPTH:
+            return None
+        cuts = len(self.cut)
+        result: frozenset[Value] | None = frozenset()
+        while result is not None:
+            self.steps -= 1
+            self.assumed[operand] = result
+            grown: set[Value] | None = set(result)
+            for d in definitions:
+                got = self._evaluate(d, seen | {operand}) if self.steps >= 0 else None
+                grown = None if got is None else grown | got
+                if grown is None or len(grown) > MAX_VALUES:
+                    grown = None
+                    break
+            if grown is not None and grown == result:
+                break
+            result = None if grown is None else frozenset(grown)
+        del self.assumed[operand]
+        if all(name == operand for name in self.cut[cuts:]):  # no cycle through an outer register was cut short
+            self.known[operand] = result
+        return result
 
     def _evaluate(self, d: Statement, seen: frozenset[str]) -> set[Value] | None:
         """The values one definition gives its destination, or None when it is not constant-building code."""

@@ -29,7 +29,9 @@ class OpenAIConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Literal["openai"] = "openai"
     base_url: str = Field("https://api.openai.com/v1", description="The endpoint, up to and including /v1.")
-    model: str | None = Field(None, description="Model name as the endpoint knows it (required).")
+    model: str | None = Field(
+        None, description="Model name as the endpoint knows it (required: here, in $PTXBENCH_MODEL or ./ptxbench.toml)."
+    )
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature; unset: the server's default.")
     max_tokens: int | None = Field(
@@ -341,6 +343,8 @@ def usage() -> str:
     lines += [f"seed: {SeedConfig.__doc__.strip().splitlines()[0]}", *described(SeedConfig, "seed.")]
     lines += [
         "",
+        f"llm=openai's model and base URL may also come from ${MODEL_ENV} and ${BASE_URL_ENV}, or from an [llm] table "
+        f"in ./{CONFIG_FILE} (never the key: ${OpenAIConfig.model_fields['api_key_env'].default} only).",
         "A resumed run (resume=RUN_ID) may change only: " + ", ".join(sorted(RESUMABLE)) + ".",
         "Exit status: 0 the run finished (whatever the model achieved); 1 it stopped early on an error",
         "(resume it); 2 usage or configuration error; 130 interrupted.",

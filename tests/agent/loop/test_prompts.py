@@ -156,3 +156,18 @@ def test_messages_and_tokens() -> None:
     assert count_text("hello world") == 2
     assert count_messages(full) == sum(count_text(m.content) + 4 for m in full) + 2
     assert count_text("<|endoftext|>") > 1  # special tokens in a model's text are counted, not refused
+
+
+def test_a_located_fault_reaches_the_feedback() -> None:
+    task = get_task("gemm")
+    run = StageResult(name=Stage.RUN, state=StageState.FAILED, message="the kernel faulted: CUDA_ERROR_ILLEGAL_ADDRESS",
+                      detail={"fault": "CUDA_ERROR_ILLEGAL_ADDRESS"})  # fmt: skip
+    located = "compute-sanitizer memcheck: memory error(s) (1 reported)\n- Invalid __global__ write at line 26: `st…`"
+    memcheck = StageResult(name=Stage.MEMCHECK, state=StageState.FAILED, message=located)
+    fault = Evaluation(task=task.name, arch=Arch.SM_90A, status=Status.RUNTIME_ERROR, stages=[run, memcheck])
+    text = feedback_message(fault, task, Arch.SM_90A, turn=1, max_turns=2, target_speedup=1.0)
+    assert text.index("CUDA_ERROR_ILLEGAL_ADDRESS") < text.index(f"\n\n{located}\n\nStages:")
+    quiet = memcheck.model_copy(update={"state": StageState.SKIPPED, "message": "compute-sanitizer is not installed"})
+    unlocated = fault.model_copy(update={"stages": [run, quiet]})
+    text = feedback_message(unlocated, task, Arch.SM_90A, turn=1, max_turns=2, target_speedup=1.0)
+    assert "Not located (memcheck skipped): compute-sanitizer is not installed" in text

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.loop.config import endpoint_settings
 from agent.loop.store import RunFolder
 from agent.solve import main
 from tasks.solutions import reference_answer
@@ -180,12 +181,15 @@ def test_or_from_a_config_file_in_the_working_folder(tmp_path: Path, endpoint) -
     assert done.returncode == 0, done.stderr
     body = endpoint.requests[0]["body"]
     assert (body["model"], body["temperature"], body["top_p"]) == ("file-model", 0.6, 0.95)
-    # The environment wins over the file, and the command line over both.
-    done = typed(tmp_path, {"OPENAI_API_KEY": "EMPTY", "PTXBENCH_MODEL": "env-model"}, "max_turns=1")
-    assert done.returncode == 0 and endpoint.requests[-1]["body"]["model"] == "env-model"
-    done = typed(tmp_path, {"OPENAI_API_KEY": "EMPTY", "PTXBENCH_MODEL": "env-model"}, "max_turns=1",
-                 "llm.model=typed-model")  # fmt: skip
-    assert done.returncode == 0 and endpoint.requests[-1]["body"]["model"] == "typed-model"
+
+
+def test_the_command_line_wins_then_the_environment_then_the_file(tmp_path: Path) -> None:
+    (tmp_path / "ptxbench.toml").write_text('[llm]\nmodel = "file-model"\nbase_url = "http://file:1/v1"\n')
+    env = {"PTXBENCH_MODEL": "env-model"}
+    assert endpoint_settings({}, env, tmp_path) == {"llm.model": "env-model", "llm.base_url": "http://file:1/v1"}
+    typed_model = endpoint_settings({"llm.model": "typed-model"}, env, tmp_path)
+    assert typed_model["llm.model"] == "typed-model"
+    assert endpoint_settings({"llm": "reference"}, env, tmp_path) == {"llm": "reference"}  # offline: untouched
 
 
 @pytest.mark.parametrize(
@@ -205,11 +209,15 @@ def test_or_from_a_config_file_in_the_working_folder(tmp_path: Path, endpoint) -
         ('model = "m"\n', "ptxbench.toml: only an [llm] table is read here (found model)"),
     ],
 )
-def test_a_config_file_that_cannot_be_used_is_one_line(tmp_path: Path, toml: str, message: str) -> None:
+def test_a_config_file_that_cannot_be_used_is_one_line(
+    tmp_path: Path, toml: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     (tmp_path / "ptxbench.toml").write_text(toml)
-    done = typed(tmp_path, {"OPENAI_API_KEY": "EMPTY"})
-    assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr
-    assert "sk-in-a-file" not in done.stderr and not (tmp_path / "runs").exists()
+    monkeypatch.chdir(tmp_path)
+    assert main(["task=attn_bwd", "arch=sm_100", "runs_dir=runs"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert "sk-in-a-file" not in err and not (tmp_path / "runs").exists()
 
 
 def test_with_nothing_configured_it_says_how(tmp_path: Path) -> None:
