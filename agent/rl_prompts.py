@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent import cli
 from agent.bench.plan import resolve_archs, resolve_tasks
+from agent.loop.prompts import parse_prompt
 from agent.rl.dataset import Format, build_rows, write_rows
 from tools.options import EvalOptions
 
@@ -25,6 +26,7 @@ class PromptSettings(BaseModel):
     archs: str = Field("sm_90a", description="Archs, comma-separated (all: both).")
     max_turns: int = Field(1, ge=1, description="The turns the task prompt announces (1: single-shot RL).")
     target_speedup: float = Field(1.0, gt=0, description="The speedup the task prompt asks for.")
+    prompt: str = Field("full", description="The knowledge pack in the system prompt, as agent.solve's prompt=.")
 
 
 def usage() -> str:
@@ -40,8 +42,12 @@ def _write(argv: list[str]) -> int:
     if s.out.suffix not in (".jsonl", ".parquet"):
         raise cli.ConfigError(f"out={s.out}: name a .jsonl or a .parquet file")
     tasks, archs = resolve_tasks(s.tasks), resolve_archs(s.archs)
+    try:
+        parse_prompt(s.prompt)
+    except ValueError as e:
+        raise cli.ConfigError(f"prompt: {e}") from None
     rows = build_rows(s.format, tasks, archs, trials=EvalOptions().trials, target_speedup=s.target_speedup,
-                      max_turns=s.max_turns)  # fmt: skip
+                      max_turns=s.max_turns, prompt=s.prompt)  # fmt: skip
     with cli.writing("out", s.out):
         try:
             write_rows(rows, s.out)

@@ -35,6 +35,18 @@ TARGETS = {
     ],
 }  # fmt: skip
 
+# Published B200 figures, for sm_100a prompts (nothing was measured on a B200 here). FlashAttention-4: Zadouri et
+# al., arXiv 2603.05451, whose introduction also quotes NVIDIA's tensor-core peaks.
+_FA4 = "the FlashAttention-4 paper, arXiv 2603.05451"
+_B200 = {
+    "gemm": "not measured here. NVIDIA quotes 2.25 PFLOP/s of dense bf16 tensor-core throughput for the B200 (as "
+    f"cited in {_FA4}): the time this GEMM's FLOPs take at that rate is the floor no kernel beats",
+    "forward": f"not measured here. In {_FA4}, bf16 attention forward on a B200 reaches up to 1,613 TFLOP/s, up to "
+    "1.3× cuDNN 9.13",
+    "backward": f"not measured here. The published B200 figures we know of are for the forward ({_FA4}: up to "
+    "1,613 TFLOP/s, up to 1.3× cuDNN 9.13); its backward uses 2-CTA MMAs to cut shared-memory traffic and dQ "
+    "atomics",
+}
 ATTENTION_VERSION = 2  # 1: wave 1's [B, S, H, D] layout with Delta handed to the backward (not the paper's)
 HEADS, KV_HEADS = 48, 8
 _LAYOUT = "row-major, contiguous: head-major, the head dim innermost"
@@ -56,7 +68,13 @@ def _gemm() -> Task:
         ],
         reference="gemm",
         flops="2*M*N*K",
-        baseline=Baseline(library="cuBLAS", call="cublas_gemm", description="torch: A @ B.T", h200_ms_seen=0.749),
+        baseline=Baseline(
+            library="cuBLAS",
+            call="cublas_gemm",
+            description="torch: A @ B.T",
+            h200_ms_seen=0.749,
+            b200_reported=_B200["gemm"],
+        ),
         targets=TARGETS,
     )
 
@@ -127,6 +145,7 @@ def _attention(d: int, *, backward: bool, causal: bool, gqa: bool, seen_ms: floa
             description=f"cuDNN SDPA {what} on the same [B, H, S, D] tensors "
             "(torch.ops.aten._scaled_dot_product_cudnn_attention*, which takes the shared K/V heads as they are)",
             h200_ms_seen=seen_ms,
+            b200_reported=_B200["backward" if backward else "forward"],
         ),
         targets=TARGETS,
     )

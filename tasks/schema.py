@@ -54,6 +54,16 @@ class Arch(StrEnum):
         """Blocks per cluster with the non-portable opt-in (8 is portable)."""
         return 16
 
+    @property
+    def gpu(self) -> str:
+        """The GPUs of this arch that the project targets."""
+        return "H100/H200" if self is Arch.SM_90A else "B200"
+
+    @property
+    def sm_count(self) -> int:
+        """Streaming multiprocessors of those GPUs: 132 (H100 SXM, H200), 148 (B200)."""
+        return 132 if self is Arch.SM_90A else 148
+
 
 # -------------------------------------------------------------------------------------------- tasks
 
@@ -103,7 +113,11 @@ class Baseline(BaseModel):
     library: str = Field(description="'cuBLAS' or 'cuDNN'.")
     call: str = Field(description="Function name in tasks.baselines that runs it.")
     description: str
-    h200_ms_seen: float | None = Field(None, description="Median seen on our H200 (FACTS.md), for prompts.")
+    h200_ms_seen: float | None = Field(None, description="Median seen on our H200 (FACTS.md), for sm_90a prompts.")
+    b200_reported: str | None = Field(
+        None, description="What published work reports about the baseline on a B200 (not measured here), for sm_100a "
+        "prompts: a figure and its source.",
+    )  # fmt: skip
 
 
 class Task(BaseModel):

@@ -103,14 +103,15 @@ def compile_source(language: Literal["ptx", "cuda"], source: str, arch: Arch, ti
     return compile_ptx(source, arch, timeout_s)
 
 
-def compile_ptx(ptx: str, arch: Arch, timeout_s: float = 60.0) -> CompileResult:
+def compile_ptx(ptx: str, arch: Arch, timeout_s: float = 60.0, line_info: bool = False) -> CompileResult:
+    """`line_info`: keep the module's `.loc` lines in the cubin (`ptxas -lineinfo`), for a diagnosis copy."""
     start = time.perf_counter()
     result = CompileResult(ok=False, arch=arch, language="ptx", ptx=ptx)
     problem = _precheck_ptx(ptx, arch)
     if problem:
         result.diagnostics.append(problem)
     else:
-        _assemble(result, ptx, arch, procs.Budget(timeout_s))
+        _assemble(result, ptx, arch, procs.Budget(timeout_s), line_info=line_info)
     result.seconds = time.perf_counter() - start
     return result
 
@@ -152,7 +153,7 @@ def _module_error(message: str) -> Diagnostic:
 
 def _quote(lines: list[str], number: int | None) -> str | None:
     if number and 0 < number <= len(lines):
-        return lines[number - 1].strip()[:300]
+        return ptx_text.elide_lists(lines[number - 1].strip())
     return None
 
 
@@ -173,8 +174,9 @@ def _precheck_ptx(ptx: str, arch: Arch) -> Diagnostic | None:
 
 
 def _assemble(
-    result: CompileResult, ptx: str, arch: Arch, budget: procs.Budget, cuda_lines: list[str] | None = None
-) -> None:
+    result: CompileResult, ptx: str, arch: Arch, budget: procs.Budget, cuda_lines: list[str] | None = None,
+    line_info: bool = False,
+) -> None:  # fmt: skip
     try:
         ptxas = find_tool("ptxas")
     except ToolNotFound as e:
@@ -184,7 +186,7 @@ def _assemble(
     with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("ptxas")) as tmp:
         src, out = Path(tmp) / PTX_NAME, Path(tmp) / "kernel.cubin"
         src.write_text(ptx)
-        cmd = [str(ptxas.path), f"-arch={arch}", "-v", "-o", str(out), str(src)]
+        cmd = [str(ptxas.path), f"-arch={arch}", "-v", *(["-lineinfo"] if line_info else []), "-o", str(out), str(src)]
         try:
             done = procs.run(cmd, budget.left(), memory_bytes=PTXAS_MEMORY_BYTES, cwd=tmp)
         except subprocess.TimeoutExpired:

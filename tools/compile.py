@@ -64,12 +64,12 @@ def build_report(path: Path, arch: Arch, task_name: str | None, timeout_s: float
     text = read_text(path)
     kind = kind_of(path, text)
     task = get_task(task_name) if task_name else None
-    solution = None
+    solution = plan = None
     if kind == "answer":
         try:
             solution = extract_solution(text)
             if task:
-                plan_launches(solution.launch, task, arch)
+                plan = plan_launches(solution.launch, task, arch)
         except (AnswerError, SpecError) as e:
             raise InputError(f"{path}: {e}") from None
         language, source = solution.language, solution.source
@@ -93,8 +93,10 @@ def build_report(path: Path, arch: Arch, task_name: str | None, timeout_s: float
     else:  # what the PTX names, for a module that did not assemble
         presence = sass.target_presence(groups, compiled.ptx or (source if language == "ptx" else ""), {})
         report["targets"] = {g: p.model_dump() for g, p in presence.items()}
-    if solution and task and compiled.ok:
-        report["abi"] = abi_stage(solution, compiled, task, arch).detail.get("problems", [])
+    if solution and task and plan and compiled.ok:
+        abi = abi_stage(solution, compiled, task, arch, plan)
+        report["abi"] = abi.detail.get("problems", [])
+        report["crosschecks"] = abi.detail.get("crosschecks", [])
     return report
 
 
@@ -128,6 +130,7 @@ def render(report: dict) -> str:
     if report.get("abi") is not None:
         out.append("ABI: " + ("launch spec matches the entries" if not report["abi"] else "MISMATCH"))
         out += [f"  - {p}" for p in report["abi"]]
+        out += [f"  cross-check {c['check']} ({c['verdict']}): {c['message']}" for c in report["crosschecks"]]
     if report["diagnostics"]:
         out.append("diagnostics:")
         for d in report["diagnostics"]:

@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", choices=[p.value for p in Profile], default=DEFAULTS.profile.value,
                         help=EvalOptions.model_fields["profile"].description)  # fmt: skip
     parser.add_argument("--no-profile", action="store_true", help="--profile off")
-    parser.add_argument("--memcheck", action="store_true", help="also run compute-sanitizer's memcheck")
+    parser.add_argument("--memcheck", action="store_true", help=EvalOptions.model_fields["memcheck"].description)
+    parser.add_argument("--racecheck", action="store_true", help=EvalOptions.model_fields["racecheck"].description)
     fields = EvalOptions.model_fields
     parser.add_argument("--trials", type=int, default=DEFAULTS.trials, help=fields["trials"].description)
     parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help=fields["seed"].description)
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             time=not args.no_time,
             profile=Profile.OFF if args.no_profile else args.profile,
             memcheck=args.memcheck,
+            racecheck=args.racecheck,
             timeout_s=args.timeout,
             static_timeout_s=args.static_timeout,
         )

@@ -39,7 +39,10 @@ class EvalOptions(BaseModel):
         allow_inf_nan=False,
         description="profile=auto's bar; unset: the repair loop's target_speedup (1.0 outside the loop).",
     )
-    memcheck: bool = Field(False, description="Run compute-sanitizer's memcheck on the candidate's kernels.")
+    memcheck: bool = Field(
+        False, description="Run compute-sanitizer's memcheck on a correct attempt too (a fault always gets one)."
+    )
+    racecheck: bool = Field(False, description="On a mismatch, also run compute-sanitizer's shared-memory racecheck.")
     # Limits must be finite: a time-out of inf or nan reaches the OS as an overflow, not as "no limit".
     timeout_s: float | None = Field(
         None,

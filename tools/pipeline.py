@@ -23,6 +23,7 @@ from tools import ptx as ptx_text
 from tools.abi import check_abi
 from tools.answer import AnswerError, extract_solution
 from tools.assemble import CompileResult, compile_source
+from tools.crosscheck import cross_check, cross_check_summary
 from tools.gpu.base import CompiledModule, Gpu, GpuOutcome, Unavailable
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan, SpecError, plan_launches
@@ -129,15 +130,22 @@ def sass_stage(compiled: CompileResult, groups: list[TargetGroup], budget: procs
 
 
 @_timed
-def abi_stage(solution: Solution, compiled: CompileResult, task: Task, arch: Arch) -> StageResult:
-    """The launch spec against the module's .entry parameter lists and directives."""
+def abi_stage(solution: Solution, compiled: CompileResult, task: Task, arch: Arch, plan: LaunchPlan) -> StageResult:
+    """The launch spec against the module's .entry parameter lists and directives, then the static
+    cross-checks of tensor maps against the descriptors and mbarrier byte counts (tools/crosscheck.py)."""
     entries = ptx_text.entries(compiled.ptx)
     problems = check_abi(solution.launch, entries, arch, task.dims, compiled.kernels)
     if problems:
         return StageResult(name=Stage.ABI, state=StageState.FAILED, message="\n".join(problems),
                            detail={"problems": problems})  # fmt: skip
-    detail = {"entries": {n: [p.describe() for p in e.params] for n, e in entries.items()}}
-    return StageResult(name=Stage.ABI, state=StageState.PASSED, detail=detail)
+    checks = cross_check(compiled.ptx, plan, task, arch, solution.language)
+    detail = {"entries": {n: [p.describe() for p in e.params] for n, e in entries.items()},
+              "crosschecks": [c.model_dump() for c in checks]}  # fmt: skip
+    mismatches = [c.message for c in checks if c.verdict == "mismatch"]
+    if mismatches:
+        return StageResult(name=Stage.ABI, state=StageState.FAILED, message="\n".join(mismatches),
+                           detail={**detail, "problems": mismatches})  # fmt: skip
+    return StageResult(name=Stage.ABI, state=StageState.PASSED, message=cross_check_summary(checks), detail=detail)
 
 
 def build(static: Static, task: Task, arch: Arch, options: EvalOptions) -> Static:
@@ -152,11 +160,12 @@ def build(static: Static, task: Task, arch: Arch, options: EvalOptions) -> Stati
         return static.model_copy(update={"stages": stages})
     stages.append(sass_stage(compiled, task.targets[arch], budget))  # skipped if nvdisasm is missing: our tool
     if stages[-1].state is not StageState.FAILED:
-        stages.append(abi_stage(sol, compiled, task, arch))
+        stages.append(abi_stage(sol, compiled, task, arch, static.plan))
     if stages[-1].state is StageState.FAILED:
         return static.model_copy(update={"stages": stages})
     module = CompiledModule(language=sol.language, ptx=compiled.ptx, cubin=compiled.cubin, plan=static.plan,
-                            kernels=compiled.kernels)  # fmt: skip
+                            kernels=compiled.kernels,
+                            cuda_source=sol.source if sol.language == "cuda" else None)  # fmt: skip
     return static.model_copy(update={"stages": stages, "module": module})
 
 

@@ -125,9 +125,10 @@ class Budget:
         return self._end - time.monotonic()
 
     def exceeded(self, step: str) -> str:
-        """The message for a step the limit cut short."""
+        """The message for a step the limit cut short (three digits: a budget made from what an outer one left
+        holds 1.99999 s of a 2 s limit)."""
         return (
-            f"{step} did not finish within the {self.seconds:g} s limit of the static stages: make the module "
+            f"{step} did not finish within the {self.seconds:.3g} s limit of the static stages: make the module "
             "smaller (fewer entries, less unrolling)"
         )
 

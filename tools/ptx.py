@@ -19,6 +19,8 @@ _PARAM = re.compile(
 _ALIGN = re.compile(r"\.align\s+(\d+)")
 _DIRECTIVE = re.compile(r"^[ \t]*\.(version|target)[ \t]+([^\n/]+)", re.M)
 _STATEMENT_HEAD = re.compile(r"^(?:[\w$]+:\s*)*(?:@!?%?\w+\s+)?([a-z][\w.:]*)")
+_BRACED = re.compile(r"\{([^{}]*)\}")
+LIST_KEPT = 2  # items kept at each end of a long {…} list
 
 
 class Param(BaseModel):
@@ -92,3 +94,94 @@ def mnemonics(ptx: str) -> set[str]:
         if m:
             found.add(m.group(1))
     return found
+
+
+def elide_lists(line: str, limit: int = 300) -> str:
+    """`line` whole if it fits in `limit` characters; else with its long `{…}` operand lists cut in the middle
+    (`{%r1, %r2, … 124 more …, %r127, %r128}`), so the operands after a 128-register accumulator list (the
+    descriptors and immediates, which are usually what is wrong) stay in view; then cut at `limit`."""
+    if len(line) <= limit:
+        return line
+
+    def shorten(m: re.Match) -> str:
+        items = [x.strip() for x in m.group(1).split(",")]
+        if len(items) <= 2 * LIST_KEPT + 1:
+            return m.group(0)
+        hidden = len(items) - 2 * LIST_KEPT
+        return "{" + ", ".join([*items[:LIST_KEPT], f"… {hidden} more …", *items[-LIST_KEPT:]]) + "}"
+
+    line = _BRACED.sub(shorten, line)
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+class Statement(BaseModel):
+    """One statement of a function body: its line, the labels before it, its guard, opcode and operands."""
+
+    line: int
+    labels: list[str]
+    guard: str | None  # e.g. "%p1" or "!%p1"
+    opcode: str
+    operands: list[str]
+
+
+_LABELS = re.compile(r"^((?:[\w$]+\s*:\s*)*)")
+_GUARD = re.compile(r"^@(!?%?[\w$]+)\s+")
+
+
+def split_operands(text: str) -> list[str]:
+    """Comma-separated operands, commas inside [] and {} kept."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    return [*out, tail] if tail or out else out
+
+
+def bodies(ptx: str) -> dict[str, list[Statement]]:
+    """Every .entry's body as statements (labels that end it are kept with an empty opcode), in order."""
+    text = strip_comments(ptx)
+    found = {}
+    heads = list(_ENTRY.finditer(text))
+    for i, m in enumerate(heads):
+        limit = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        close = text.find(")", m.end(), limit)
+        brace = text.find("{", close if close != -1 else m.end(), limit)
+        if brace == -1:
+            continue
+        depth, end = 0, limit
+        for j in range(brace, limit):  # the body's own closing brace (operand lists and scopes nest inside)
+            depth += {"{": 1, "}": -1}.get(text[j], 0)
+            if depth == 0:
+                end = j
+                break
+        found[m.group(1)] = _statements(text[brace + 1 : end], text.count("\n", 0, brace + 1) + 1)
+    return found
+
+
+def _statements(body: str, first_line: int) -> list[Statement]:
+    out, line = [], first_line
+    for raw in body.split(";"):
+        head = raw.lstrip(" \t\r\n{}")  # scope braces (inline-asm blocks) are not statements
+        at = line + raw.count("\n", 0, len(raw) - len(head))
+        labels_text = _LABELS.match(head).group(1)
+        rest = head[len(labels_text) :]
+        stripped = rest.lstrip(" \t\r\n{}")
+        at += head.count("\n", 0, len(labels_text) + len(rest) - len(stripped))
+        labels = [x.strip() for x in labels_text.split(":") if x.strip()]
+        guard = None
+        if g := _GUARD.match(stripped):
+            guard, stripped = g.group(1), stripped[g.end() :]
+        opcode, _, operands = stripped.strip().partition(" ") if stripped.strip() else ("", "", "")
+        opcode, _, more = opcode.partition("\t")
+        operands = f"{more} {operands}".strip()
+        if opcode or labels:
+            out.append(Statement(line=at, labels=labels, guard=guard, opcode=opcode,
+                                 operands=split_operands(operands)))  # fmt: skip
+        line += raw.count("\n")
+    return out

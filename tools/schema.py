@@ -149,6 +149,7 @@ class Stage(StrEnum):
     PROFILE = "profile"
     PERF = "perf"
     MEMCHECK = "memcheck"
+    RACECHECK = "racecheck"
 
 
 class StageState(StrEnum):
@@ -341,14 +342,16 @@ class Turn(BaseModel):
 
 
 class StopReason(StrEnum):
-    """Why a run ended. The first five are stopping rules (the run finished); the others stopped it early,
-    and it can be resumed."""
+    """Why a run ended. The first six are stopping rules (the run finished); the others stopped it early,
+    and it can be resumed. `unverified`: the attempts cannot be run here (no GPU of the arch), and the run had
+    as many of them as it allows."""
 
     SOLVED = "solved"
     MAX_TURNS = "max_turns"
     TOKEN_BUDGET = "token_budget"
     WALL_BUDGET = "wall_budget"
     POLICY_EXHAUSTED = "policy_exhausted"
+    UNVERIFIED = "unverified"
     MODEL_ERROR = "model_error"
     CONFIG_ERROR = "config_error"
     INTERRUPTED = "interrupted"
@@ -366,6 +369,7 @@ FINISHED = frozenset(
         StopReason.TOKEN_BUDGET,
         StopReason.WALL_BUDGET,
         StopReason.POLICY_EXHAUSTED,
+        StopReason.UNVERIFIED,
     }
 )
 
@@ -438,13 +442,15 @@ class PolicyRecord(BaseModel):
     name: str = "openai"
     model: str | None = None
     base_url: str | None = None
+    label: str | None = Field(None, description="The model a scripted or replayed policy's answers came from.")
 
     @property
     def model_name(self) -> str:
-        """The model behind the answers: the endpoint's model name, or the offline policy's name."""
+        """The model behind the answers: the endpoint's model name, the label a scripted or replayed policy was
+        given, or else the offline policy's name."""
         if self.name == "openai":
             return self.model or "openai (model not recorded)"
-        return self.name
+        return self.label or self.name
 
 
 class RunConfig(BaseModel):

@@ -9,6 +9,7 @@ runs/<bench_id>/
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import time
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.cli import ConfigError
-from agent.loop.config import RESUMABLE, SolveConfig, build_config, nest
+from agent.loop.config import RESUMABLE, SolveConfig, build_config, endpoint_settings, nest, require_endpoint
 from agent.loop.store import RunFolder, check_run_id
 from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, UnknownName
@@ -80,9 +81,11 @@ class Bench(BaseModel):
         return [f"{k}={v}" for k, v in pairs.items()]
 
     def settings(self, run: PlannedRun) -> SolveConfig:
+        """The run's settings as agent.solve will read them (the endpoint from the environment or ./ptxbench.toml
+        where the bench's settings do not name one)."""
         pairs = {**MODE_DEFAULTS[run.mode], **self.solve, "task": run.task, "arch": run.arch,
                  "max_turns": str(run.max_turns)}  # fmt: skip
-        return build_config(nest(pairs))
+        return require_endpoint(build_config(nest(endpoint_settings(pairs, os.environ, Path.cwd()))))
 
 
 def resolve_tasks(value: str) -> list[str]:

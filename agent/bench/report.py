@@ -27,10 +27,10 @@ UNFINISHED_LISTED = 10
 def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) -> Path:
     """report.md, its CSVs and plots in `out`; returns report.md's path."""
     out.mkdir(parents=True, exist_ok=True)
-    scores = score.suite_scores(trajs)
+    scores = _by_prompt(trajs)
     budget = score.single_vs_multi(trajs)
     statuses = score.status_per_turn(trajs)
-    write_csv(out / "scores.csv", [s.row() for s in scores])
+    write_csv(out / "scores.csv", [{"prompt": prompt, **s.row()} for prompt, s in scores])
     write_csv(out / "budget.csv", [p.row() for p in budget])
     write_csv(out / "status_per_turn.csv", [s.row() for s in statuses])
     write_csv(out / "trajectories.csv", [score.trajectory_row(t) for t in trajs])
@@ -86,14 +86,26 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
     return "\n".join(lines)
 
 
-def _headline(scores: list[score.SuiteScore]) -> str:
-    headers = ("model", "arch", "mode", *RATES, "fast_0.8", "fast_1", "fast_1/attempt", "geomean", "geomean best")
+def _by_prompt(trajs: list[Trajectory]) -> list[tuple[str, score.SuiteScore]]:
+    """The suite scores with the prompt variant their runs ran (config.json's `prompt`): all runs, then each
+    variant's, where there are several; "-" where no run records one."""
+    named = {score.prompt_variant(t) for t in trajs}
+    only = next(iter(named)) if len(named) == 1 else None
+    return [
+        (prompt or only or "-", s) for prompt, members in score.by_variant(trajs) for s in score.suite_scores(members)
+    ]
+
+
+def _headline(scores: list[tuple[str, score.SuiteScore]]) -> str:
+    headers = ("model", "prompt", "arch", "mode", *RATES, "fast_0.8", "fast_1", "fast_1/attempt", "geomean",
+               "geomean best")  # fmt: skip
     fast1 = score.FAST_P.index(1.0)
+    archs = _archs([s for _, s in scores])
     rows = [
-        (g.model, g.arch, g.mode, *_rates(s), percent(s.fast_traj[score.FAST_P.index(0.8)]),
+        (g.model, prompt, g.arch, g.mode, *_rates(s), percent(s.fast_traj[score.FAST_P.index(0.8)]),
          percent(s.fast_traj[fast1]), percent(s.fast_turn[fast1]), times(s.geomean_speedup), times(s.geomean_best))
-        for s in scores
-        if score.pooled((g := s.group).task) and (not score.pooled(g.arch) or _archs(scores) > 1)
+        for prompt, s in scores
+        if score.pooled((g := s.group).task) and (not score.pooled(g.arch) or archs > 1)
     ]  # fmt: skip
     return "## Headline (all tasks)\n\n" + markdown_table(headers, rows)
 
@@ -145,16 +157,16 @@ def _single_arch(points: list[score.BudgetPoint]) -> bool:
     return len({p.group.arch for p in points if not score.pooled(p.group.arch)}) == 1
 
 
-def _per_task(scores: list[score.SuiteScore]) -> str:
+def _per_task(scores: list[tuple[str, score.SuiteScore]]) -> str:
     last = {}
-    for s in scores:
+    for prompt, s in scores:
         if not score.pooled(s.group.task):
-            last[s.group] = s  # suite_scores lists limits in increasing order: the last is the largest
-    headers = ("model", "task", "arch", "mode", *RATES, "fast_1", "best", "geomean best", "unfinished")
+            last[(prompt, s.group)] = s  # suite_scores lists limits in increasing order: the last is the largest
+    headers = ("model", "prompt", "task", "arch", "mode", *RATES, "fast_1", "best", "geomean best", "unfinished")
     rows = [
-        (g.model, g.task, g.arch, g.mode, *_rates(s), percent(s.fast_traj[score.FAST_P.index(1.0)]),
+        (g.model, prompt, g.task, g.arch, g.mode, *_rates(s), percent(s.fast_traj[score.FAST_P.index(1.0)]),
          times(s.best_speedup), times(s.geomean_best), s.unfinished)
-        for g, s in last.items()
+        for (prompt, g), s in last.items()
     ]  # fmt: skip
     return "## Per task (at each mode's last turn)\n\n" + markdown_table(headers, rows)
 

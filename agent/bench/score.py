@@ -10,6 +10,7 @@ samples (the unbiased estimator) against correct within k turns of repair.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -48,9 +49,31 @@ def mode(traj: Trajectory) -> str:
 
 
 def model(traj: Trajectory) -> str:
-    """The policy's model name (openai), or the policy's name (reference, scripted, replay)."""
-    llm = traj.config.llm
-    return llm.model or llm.name
+    """The model behind a run's answers (tools/schema.py's PolicyRecord.model_name)."""
+    return traj.config.llm.model_name
+
+
+NO_PROMPT = "(none)"  # the prompt variant of a run that records none, where others do
+ALL_PROMPTS = "all"  # the scores pooled over every prompt variant
+
+
+def prompt_variant(traj: Trajectory) -> str | None:
+    """The prompt variant (knowledge parts) the run recorded in config.json, where it records one."""
+    value = (traj.config.model_extra or {}).get("prompt")
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True)
+
+
+def by_variant(trajs: list[Trajectory]) -> list[tuple[str | None, list[Trajectory]]]:
+    """All runs together, then, where they ran several prompt variants, each variant's runs; with one variant,
+    its runs under None."""
+    variants: dict[str, list[Trajectory]] = defaultdict(list)
+    for t in trajs:
+        variants[prompt_variant(t) or NO_PROMPT].append(t)
+    if len(variants) < 2:
+        return [(None, trajs)] if trajs else []
+    return [(ALL_PROMPTS, trajs), *sorted(variants.items())]
 
 
 def max_turns(traj: Trajectory) -> int:

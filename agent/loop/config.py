@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -15,6 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent.cli import ConfigError, check_keys, described
+from agent.loop.prompts import PARTS, parse_prompt, prompt_name
 from tasks.schema import Arch
 from tools.answer import format_validation_error
 from tools.options import EvalOptions
@@ -27,11 +30,22 @@ class OpenAIConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Literal["openai"] = "openai"
     base_url: str = Field("https://api.openai.com/v1", description="The endpoint, up to and including /v1.")
-    model: str | None = Field(None, description="Model name as the endpoint knows it (required).")
+    model: str | None = Field(
+        None, description="Model name as the endpoint knows it (required: here, in $PTXBENCH_MODEL or ./ptxbench.toml)."
+    )
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature; unset: the server's default.")
     max_tokens: int | None = Field(
         32768, ge=1, description="Output tokens per answer (sent as max_completion_tokens); null: unset."
+    )
+    context_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="The model's context window (prompt + answer), in tokens as tiktoken's cl100k counts them; set, "
+        "the loop lowers max_tokens to fit and then compacts older attempts. Null: no limit known.",
+    )
+    min_output_tokens: int = Field(
+        4096, ge=1, description="The fewest output tokens the context guard leaves an answer before it compacts."
     )
     extra: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields, sent as given: llm.extra.top_p=0.95, or a JSON object."
@@ -84,6 +98,7 @@ class ScriptedConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Literal["scripted"] = "scripted"
     path: Path = Field(description="JSON file: a list of answers (see agent/policies/offline.py).")
+    label: str | None = Field(None, description="The model whose answers these are, named in reports and run pages.")
 
     @field_validator("path")
     @classmethod
@@ -98,6 +113,7 @@ class ReplayConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Literal["replay"] = "replay"
     run: str = Field(description="The recorded run: its folder, or its id under runs_dir.")
+    label: str | None = Field(None, description="The model whose answers these are, named in reports and run pages.")
 
 
 LLMConfig = Annotated[OpenAIConfig | ReferenceConfig | ScriptedConfig | ReplayConfig, Field(discriminator="name")]
@@ -156,11 +172,21 @@ class SolveConfig(BaseModel):
     arch: Arch = Field(description="sm_90a or sm_100a (aliases: sm_90, h100, h200, sm_100, b200).")
     llm: LLMConfig = Field(default_factory=OpenAIConfig, description="The policy: openai, reference, scripted, replay.")
     max_turns: int = Field(8, ge=1, description="Turns at most.")
-    history: Literal["full", "last"] = Field(
-        "full", description="What the model sees of earlier turns: all of them, or only the last."
+    history: Literal["full", "last", "digest"] = Field(
+        "full",
+        description="What the model sees of earlier turns: all of them, only the last, or the last in full and "
+        "each earlier one as a line (status, key error, speedup).",
+    )
+    prompt: str = Field(
+        "full",
+        description="The knowledge pack in the system prompt: full (the base document and every pattern document), "
+        f"base, none, or a comma list of parts ({', '.join(PARTS)}).",
     )
     target_speedup: float = Field(
         1.0, gt=0, allow_inf_nan=False, description="Stop once a correct attempt with its targets is this fast."
+    )
+    unverified_turns: int = Field(
+        1, ge=1, description="Unverified attempts (compiled, never run: no GPU of the arch) after which the run ends."
     )
     max_tokens_total: int | None = Field(None, ge=1, description="Token budget (prompt + completion) of the run.")
     max_wall_s: float | None = Field(
@@ -176,13 +202,76 @@ class SolveConfig(BaseModel):
     def _resolve_arch(cls, value: Any) -> Any:
         return Arch.resolve(value) if isinstance(value, str) else value
 
+    @field_validator("prompt")
+    @classmethod
+    def _known_parts(cls, value: str) -> str:
+        """Recorded in one spelling (full, base, none, or the parts in the pack's order), so variants compare."""
+        return prompt_name(parse_prompt(value))
+
 
 # Keys a resumed run may change: its limits and how to reach the endpoint and the GPUs, never what it is solving.
 RESUMABLE = {
-    "max_turns", "max_tokens_total", "max_wall_s", "runs_dir",
-    "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.retries", "llm.backoff_s", "eval.device", "eval.pool",
-    "eval.timeout_s", "eval.static_timeout_s",
+    "max_turns", "max_tokens_total", "max_wall_s", "unverified_turns", "runs_dir",
+    "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.retries", "llm.backoff_s", "llm.context_tokens",
+    "llm.min_output_tokens", "eval.device", "eval.pool", "eval.timeout_s", "eval.static_timeout_s",
 }  # fmt: skip
+# Where an endpoint comes from when the command line does not say (the key: only ever the environment).
+MODEL_ENV, BASE_URL_ENV = "PTXBENCH_MODEL", "OPENAI_BASE_URL"
+CONFIG_FILE = "ptxbench.toml"
+_SECRET = re.compile(r"(?:^|_)key$|^(?:api_)?token$|secret|password|authorization", re.I)
+
+
+def no_endpoint_message() -> str:
+    """What to do when llm=openai has no model: the three ways to name an endpoint, and the offline policies."""
+    return (
+        "llm=openai needs a model: name it on the command line (llm.model=NAME llm.base_url=URL), in the environment "
+        f"(${MODEL_ENV}, ${BASE_URL_ENV}, and the key in $OPENAI_API_KEY), or in ./{CONFIG_FILE} ([llm] model = "
+        '"NAME", base_url = "URL"; never the key, which is read only from the environment). To try the loop '
+        "offline: llm=reference (the task's reference solution) or llm=scripted "
+        "llm.path=tests/fixtures/agent/three_turns.json"
+    )
+
+
+def require_endpoint(settings: SolveConfig) -> SolveConfig:
+    """`settings`, or ConfigError saying how to name an endpoint when llm=openai has no model."""
+    if isinstance(settings.llm, OpenAIConfig) and not settings.llm.model:
+        raise ConfigError(no_endpoint_message())
+    return settings
+
+
+def endpoint_settings(pairs: dict[str, str], environ: Mapping[str, str], folder: Path) -> dict[str, str]:
+    """`pairs` with the llm=openai settings it lacks taken from the environment ($PTXBENCH_MODEL,
+    $OPENAI_BASE_URL), then from ./ptxbench.toml's [llm] table: the command line wins, then the environment."""
+    if pairs.get("llm", "openai") != "openai":
+        return pairs
+    from_env = {key: environ[var] for key, var in (("llm.model", MODEL_ENV), ("llm.base_url", BASE_URL_ENV))
+                if environ.get(var)}  # fmt: skip
+    return {**_config_file(folder / CONFIG_FILE), **from_env, **pairs}
+
+
+def _config_file(path: Path) -> dict[str, str]:
+    """The [llm] settings of ptxbench.toml as key=value settings; ConfigError naming the file for anything else."""
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: not a TOML file we can read ({e})") from None
+    unknown = sorted(set(data) - {"llm"})
+    llm = data.get("llm", {})
+    if unknown or not isinstance(llm, dict):
+        raise ConfigError(f"{path}: only an [llm] table is read here (found {', '.join(unknown) or 'llm = …'})")
+    out = {}
+    for key, value in llm.items():
+        if _SECRET.search(key):
+            raise ConfigError(f"{path}: llm.{key} is refused: the API key is read only from the environment "
+                              f"(${OpenAIConfig.model_fields['api_key_env'].default}, or the variable llm.api_key_env "
+                              "names), never from a file")  # fmt: skip
+        if key not in OpenAIConfig.model_fields or key == "name":
+            known = ", ".join(k for k in OpenAIConfig.model_fields if k != "name")
+            raise ConfigError(f"{path}: unknown setting llm.{key} (known: {known})")
+        out[f"llm.{key}"] = json.dumps(value) if isinstance(value, dict | list | bool) else str(value)
+    return out
 
 
 def _maybe_json(value: Any) -> Any:
@@ -274,6 +363,8 @@ def usage() -> str:
     lines += [f"seed: {SeedConfig.__doc__.strip().splitlines()[0]}", *described(SeedConfig, "seed.")]
     lines += [
         "",
+        f"llm=openai's model and base URL may also come from ${MODEL_ENV} and ${BASE_URL_ENV}, or from an [llm] table "
+        f"in ./{CONFIG_FILE} (never the key: ${OpenAIConfig.model_fields['api_key_env'].default} only).",
         "A resumed run (resume=RUN_ID) may change only: " + ", ".join(sorted(RESUMABLE)) + ".",
         "Exit status: 0 the run finished (whatever the model achieved); 1 it stopped early on an error",
         "(resume it); 2 usage or configuration error; 130 interrupted.",

@@ -7,6 +7,7 @@ a visible marker so the model knows text is missing.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from agent.loop.prompts import render
@@ -46,10 +47,57 @@ def feedback_message(
         "gpu_skipped": next((s.message for s in evaluation.stages if s.name in GPU_STAGES), ""),
         "timing": timing_table(evaluation, task),
         "counts": instruction_counts(evaluation, task, arch),
+        "perf": where_time_goes(evaluation),
         "verdict": verdict(evaluation, task, arch, target_speedup),
         "target_speedup": f"{target_speedup:g}×",
+        "diagnosis": diagnosis(evaluation),
+        "crosschecks": _stage_message(evaluation, Stage.ABI) or "none applied",
     }
-    return render(f"feedback/{evaluation.status.value}.md", **values).strip()
+    text = render(f"feedback/{evaluation.status.value}.md", **values).strip()
+    return re.sub(r"\n{3,}", "\n\n", text)  # a section with nothing to say leaves no gap
+
+
+def where_time_goes(evaluation: Evaluation) -> str:
+    """The perf pass's table beside the library's kernels and its likely limiter (tools/gpu/perf.py), or why
+    it was skipped; nothing when it did not run (a fast attempt, or eval.profile=counts)."""
+    stage = evaluation.stage(Stage.PERF)
+    if stage is None:
+        return ""
+    if stage.state is not StageState.PASSED:
+        return f"Where the time goes: not measured ({stage.message})."
+    return "Where the time goes (Nsight Compute on this GPU, one launch of each; the longest of each side):\n\n" + (
+        stage.message
+    )
+
+
+def outcome_summary(evaluation: Evaluation, turn: int) -> str:
+    """A turn in one line, for a history that no longer shows it whole: its status, and the failing stage's first
+    line or the speedup."""
+    text = f"turn {turn}: {evaluation.status.value}"
+    failed = _failed(evaluation)
+    if failed is not None:
+        first = next((line.strip() for line in (failed.message or evaluation.message).splitlines() if line.strip()), "")
+        return f"{text} at {failed.name.value}: {first[:200]}"
+    if evaluation.speedup is not None:
+        targets = {True: ", targets met", False: ", targets NOT met", None: ""}[evaluation.targets_met]
+        return f"{text}: {evaluation.speedup:.3f}× the baseline{targets}"
+    return text
+
+
+def diagnosis(evaluation: Evaluation) -> str:
+    """What compute-sanitizer said of a failed attempt (memcheck on a fault, racecheck on a mismatch), or ""."""
+    parts = []
+    for stage in (evaluation.stage(Stage.MEMCHECK), evaluation.stage(Stage.RACECHECK)):
+        if stage is None or evaluation.status.value == "passed":
+            continue
+        if stage.state is StageState.FAILED:
+            parts.append(cut(stage.message, 3000))
+        elif stage.state is StageState.PASSED:
+            parts.append(f"compute-sanitizer's {stage.name.value} found nothing on a run with other inputs: the "
+                         "error may depend on the data or on timing.")  # fmt: skip
+        else:
+            parts.append(f"Not located ({stage.name.value} skipped): {stage.message}")
+    return "".join(f"\n\n{p}" for p in parts)
 
 
 def stage_line(evaluation: Evaluation) -> str:

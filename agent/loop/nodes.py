@@ -11,12 +11,14 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from agent.loop import reply as replies
-from agent.loop.conversation import build_messages
-from agent.loop.feedback import feedback_message
+from agent.loop.config import OpenAIConfig
+from agent.loop.conversation import Fitted, fit
+from agent.loop.feedback import feedback_message, outcome_summary
+from agent.loop.policies import ContextOverflow, ModelError
 from agent.loop.routing import stop_reason
 from agent.loop.state import LoopState, RunContext, TurnResult
 from agent.loop.summary import summarize, turn_outcome
-from agent.loop.tokens import count_messages, count_text
+from agent.loop.tokens import count_text
 from tools import pipeline
 from tools.pipeline import Static
 from tools.schema import Evaluation, Message, Outcome, RunSummary, Stage, StageResult, StageState, Turn
@@ -32,14 +34,17 @@ def generate(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     """Ask the policy for this turn's answer."""
     ctx = runtime.context
     turn = state.get("turn", 0) + 1
-    messages = build_messages(ctx.system_prompt, ctx.task_prompt, state.get("history", []), ctx.settings.history)
-    prompt_estimate = count_messages(messages)
-    ctx.journal.event("turn.start", turn=turn, messages=len(messages), prompt_tokens_estimate=prompt_estimate)
-    say(ctx, turn, "generate", f"{len(messages)} messages, {prompt_estimate:,} prompt tokens …")
+    history = state.get("history", [])
+    fitted = _fitted(ctx, turn, history)
     started_at = datetime.now(UTC).isoformat(timespec="seconds")
     start = time.perf_counter()
-    reply = ctx.policy.respond(messages, turn)
+    try:
+        reply = ctx.policy.respond(fitted.messages, turn, fitted.max_tokens)
+    except ContextOverflow as e:  # the endpoint counts otherwise than we do: compact everything older, once
+        fitted = _fitted(ctx, turn, history, (e, fitted))
+        reply = ctx.policy.respond(fitted.messages, turn, fitted.max_tokens)  # a second refusal ends the run
     seconds = time.perf_counter() - start
+    messages, prompt_estimate = fitted.messages, fitted.prompt_tokens
     kept = replies.keep(reply, ctx.folder.path / "attempts", turn)
     completion = reply.completion_tokens
     if completion is None:  # counted on what is kept; the rest of a cut field estimated at 4 bytes a token
@@ -78,6 +83,47 @@ def generate(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "eval_seconds": 0.0,
         "gpu_pending": False,
     }
+
+
+def _fitted(ctx: RunContext, turn: int, history: list, refused: tuple[ContextOverflow, Fitted] | None = None) -> Fitted:
+    """This turn's conversation within the model's context window (llm.context_tokens), saying what fitting it
+    took; after the endpoint refused a request (the error, and what was sent) as too long, every earlier attempt
+    compacted and the window corrected by the endpoint's own count where its message gives one."""
+    llm = ctx.settings.llm
+    guarded = isinstance(llm, OpenAIConfig)
+    context = llm.context_tokens if guarded else None
+    compacted = 0
+    if refused is not None:
+        error, sent = refused
+        context = error.limit or context
+        if context is not None and error.prompt_tokens is not None:  # its tokenizer counts more than ours
+            context -= max(error.prompt_tokens - sent.prompt_tokens, 0)
+        compacted = len(history)
+        ctx.journal.event("llm.context_refused", turn=turn, message=str(error), limit=error.limit,
+                          endpoint_prompt_tokens=error.prompt_tokens, retry_context_tokens=context)  # fmt: skip
+        say(ctx, turn, "generate", "the endpoint refused the request as too long: compacted, asking once more")
+    fitted = fit(ctx.system_prompt, ctx.task_prompt, history, ctx.settings.history, context_tokens=context,
+                 max_tokens=llm.max_tokens if guarded else None, floor=llm.min_output_tokens if guarded else 0,
+                 compacted=compacted)  # fmt: skip
+    ctx.journal.event("turn.start", turn=turn, messages=len(fitted.messages),
+                      prompt_tokens_estimate=fitted.prompt_tokens)  # fmt: skip
+    if fitted.lowered_from is not None:
+        ctx.journal.event("llm.max_tokens_lowered", turn=turn, to=fitted.max_tokens, setting=fitted.lowered_from,
+                          prompt_tokens=fitted.prompt_tokens, context_tokens=context)  # fmt: skip
+    if fitted.compacted:
+        ctx.journal.event("conversation.compacted", turn=turn, attempts=fitted.compacted,
+                          prompt_tokens=fitted.prompt_tokens, context_tokens=context)  # fmt: skip
+    if not fitted.fits:
+        raise ModelError(
+            f"the prompt is {fitted.prompt_tokens:,} tokens with every earlier attempt compacted, which leaves "
+            f"fewer than llm.min_output_tokens={llm.min_output_tokens:,} of llm.context_tokens={context:,} for the "
+            "answer: raise llm.context_tokens, or lower llm.min_output_tokens or the prompt (prompt=base)"
+        )
+    notes = [f"max_tokens {fitted.lowered_from:,} → {fitted.max_tokens:,}"] if fitted.lowered_from else []
+    notes += [f"{fitted.compacted} earlier attempt(s) as one line"] if fitted.compacted else []
+    shown = f" ({'; '.join(notes)} to fit {context:,})" if notes else ""
+    say(ctx, turn, "generate", f"{len(fitted.messages)} messages, {fitted.prompt_tokens:,} prompt tokens{shown} …")
+    return fitted
 
 
 def extract(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -190,8 +236,9 @@ def feedback(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     )
     shown = evaluation.status.value + (f" ({outcome})" if outcome.value != evaluation.status.value else "")
     say(ctx, index, "feedback", shown + (f" → stop: {reason}" if reason else " → next turn"))
+    told = outcome_summary(evaluation, index)
     return {
-        "history": [{"turn": index, "response": turn.response, "feedback": message}],
+        "history": [{"turn": index, "response": turn.response, "feedback": message, "outcome": told}],
         "results": [result],
         "stop_reason": reason,
     }

@@ -54,15 +54,47 @@ def toolchain() -> Toolchain:
     return Toolchain(version, m.group(1) if m else "(unknown)")
 
 
-def knowledge(arch: Arch) -> str:
-    """What the model needs to know about the arch: the common pack, then the arch's own."""
+PATTERNS = ("warp_specialization", "persistent_clusters", "attention_pipeline", "backward_dq")
+PARTS = ("base", *PATTERNS)
+VARIANTS = {"full": PARTS, "base": ("base",), "none": ()}
+
+
+def parse_prompt(choice: str) -> tuple[str, ...]:
+    """The knowledge parts a `prompt=` setting names: full (every part), base, none, or a comma list of parts,
+    kept in the packs' own order. ValueError names the unknown ones."""
+    if choice.strip() in VARIANTS:
+        return VARIANTS[choice.strip()]
+    names = {n.strip() for n in choice.split(",") if n.strip()}
+    unknown = sorted(names - set(PARTS))
+    if unknown or not names:
+        raise ValueError(f"unknown knowledge part {', '.join(unknown) or repr(choice)}: give full, base, none, or "
+                         f"a comma list of {', '.join(PARTS)}")  # fmt: skip
+    return tuple(p for p in PARTS if p in names)
+
+
+def prompt_name(parts: tuple[str, ...]) -> str:
+    """How a run records its knowledge parts: full, base, none, or their comma list."""
+    return next((name for name, chosen in VARIANTS.items() if chosen == parts), ",".join(parts))
+
+
+def knowledge(arch: Arch, parts: tuple[str, ...]) -> str:
+    """The chosen parts of the knowledge pack, each its arch-neutral document (prompts/knowledge/PART.md) then its
+    arch's own (prompts/knowledge/ARCH/PART.md), whichever exist."""
     tools = toolchain()
-    values = {"arch": arch, "ptxas_version": tools.ptxas_version, "max_ptx_version": tools.max_ptx_version}
-    return render("arch/common.md", **values).rstrip() + "\n\n" + render(f"arch/{arch}.md", **values).rstrip()
+    values = {"arch": arch, "arch_name": ARCH_NAMES[arch], "gpu": arch.gpu, "sm_count": arch.sm_count,
+              "ptxas_version": tools.ptxas_version, "max_ptx_version": tools.max_ptx_version}  # fmt: skip
+    texts = []
+    for part in parts:
+        for name in (f"knowledge/{part}.md", f"knowledge/{arch}/{part}.md"):
+            if (PROMPTS_DIR / name).is_file():
+                texts.append(render(name, **values).strip())
+    return "\n\n".join(texts)
 
 
-def system_prompt(arch: Arch) -> str:
-    return render("system.md", arch=arch, arch_name=ARCH_NAMES[arch], knowledge=knowledge(arch))
+def system_prompt(arch: Arch, parts: tuple[str, ...] = PARTS) -> str:
+    pack = knowledge(arch, parts)
+    section = f"# {ARCH_NAMES[arch]} ({arch}): what you need to know\n\n{pack}\n" if pack else ""
+    return render("system.md", arch=arch, arch_name=ARCH_NAMES[arch], knowledge=section).rstrip() + "\n"
 
 
 def task_prompt(task: Task, arch: Arch, *, trials: int, target_speedup: float, max_turns: int) -> str:
@@ -88,12 +120,19 @@ def task_prompt(task: Task, arch: Arch, *, trials: int, target_speedup: float, m
         trials=trials,
         inputs=inputs,
         reference_code=reference_source(task),
-        example=load(f"examples/{task.family}.md").strip(),
+        example=render(worked_example(task, arch), sm_count=arch.sm_count).strip(),
         targets=_targets(task, arch),
-        baseline=_baseline(task, flops),
+        baseline=_baseline(task, arch, flops),
         target_speedup=f"{target_speedup:g}×",
         max_turns=max_turns,
     )
+
+
+def worked_example(task: Task, arch: Arch) -> str:
+    """The worked launch-spec example for the task's family: the arch's own where it has one (a tcgen05 GEMM for
+    sm_100a), else the family's."""
+    own = f"examples/{arch}/{task.family}.md"
+    return own if (PROMPTS_DIR / own).is_file() else f"examples/{task.family}.md"
 
 
 def _tensor_table(task: Task) -> str:
@@ -118,11 +157,14 @@ def _targets(task: Task, arch: Arch) -> str:
     return "\n".join(lines)
 
 
-def _baseline(task: Task, flops: float) -> str:
+def _baseline(task: Task, arch: Arch, flops: float) -> str:
+    """The baseline, with what is known of its speed on this arch's GPU: seen on our H200, or reported on a B200."""
     b = task.baseline
     text = f"{b.description}."
-    if b.h200_ms_seen:
+    if arch is Arch.SM_90A and b.h200_ms_seen:
         text += f" Seen on an H200: {b.h200_ms_seen:g} ms ({flops / b.h200_ms_seen / 1e9:,.0f} TFLOP/s)."
+    if arch is Arch.SM_100A and b.b200_reported:
+        text += f" On a B200: {b.b200_reported}."
     return text + " The harness times the baseline on the same GPU as your kernel."
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from agent.loop.config import SolveConfig
 from agent.loop.state import LoopState, TurnResult
-from tools.schema import StopReason
+from tools.schema import Status, StopReason
 
 
 def after_extract(state: LoopState) -> Literal["solution", "no_solution"]:
@@ -36,4 +36,6 @@ def stop_reason(results: list[TurnResult], settings: SolveConfig, max_answers: i
         return StopReason.WALL_BUDGET
     if max_answers is not None and done >= max_answers:
         return StopReason.POLICY_EXHAUSTED
+    if sum(r["status"] == Status.UNVERIFIED for r in results) >= settings.unverified_turns:
+        return StopReason.UNVERIFIED  # nothing more is learned here about a kernel that may already be right
     return None

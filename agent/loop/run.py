@@ -10,23 +10,34 @@ error; 130 interrupted.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
 from agent.cli import ConfigError, parse_pairs
-from agent.loop.config import RESUMABLE, SeedConfig, SolveConfig, build_config, merge, nest
+from agent.loop.config import (
+    RESUMABLE,
+    SeedConfig,
+    SolveConfig,
+    build_config,
+    endpoint_settings,
+    merge,
+    nest,
+    require_endpoint,
+)
 from agent.loop.conversation import Exchange
 from agent.loop.graph import build_graph
 from agent.loop.journal import Journal
 from agent.loop.nodes import write_summary
 from agent.loop.policies import ModelError, Policy, make_policy
-from agent.loop.prompts import system_prompt, task_prompt, toolchain
+from agent.loop.prompts import parse_prompt, system_prompt, task_prompt, toolchain
 from agent.loop.redact import redact
 from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
@@ -61,7 +72,7 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
     pairs = parse_pairs(argv)
     if "resume" in pairs:
         return _prepare_resume(check_run_id(pairs.pop("resume")), pairs, quiet)
-    settings = build_config(nest(pairs))
+    settings = build_config(nest(endpoint_settings(pairs, os.environ, Path.cwd())))
     task = _task(settings.task)
     note = renamed(settings.task)
     settings = settings.model_copy(update={"task": task.name})
@@ -74,7 +85,7 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
     journal = Journal(run_id, quiet)
     if note:
         journal.say(note)
-    policy = make_policy(settings, task, settings.arch, journal)
+    policy = make_policy(require_endpoint(settings), task, settings.arch, journal)
     config = {
         **settings.model_dump(mode="json"),
         "task_version": task.version,
@@ -180,7 +191,7 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
         gpu=gpu,
         folder=folder,
         journal=journal,
-        system_prompt=system_prompt(settings.arch),
+        system_prompt=system_prompt(settings.arch, parse_prompt(settings.prompt)),
         task_prompt=task_prompt(
             run.task,
             settings.arch,

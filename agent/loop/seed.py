@@ -11,6 +11,7 @@ from typing import Any
 from agent.cli import ConfigError
 from agent.loop.config import SeedConfig
 from agent.loop.conversation import Exchange
+from agent.loop.feedback import outcome_summary
 from agent.loop.store import RunFolder
 from tasks.schema import Arch, Task
 from tools.schema import RunConfig, Turn
@@ -33,7 +34,8 @@ class Seed:
 
     def history(self) -> list[Exchange]:
         """The recorded attempt and its feedback, as the seeded run's turn 0."""
-        return [Exchange(turn=0, response=self.turn.response, feedback=self.turn.feedback or "")]
+        return [Exchange(turn=0, response=self.turn.response, feedback=self.turn.feedback or "",
+                         outcome=outcome_summary(self.turn.evaluation, self.turn.index))]  # fmt: skip
 
     def record(self) -> dict[str, Any]:
         """config.json's `seed_attempt`: where the attempt came from, how it failed, which model wrote it."""

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.loop.prompts import system_prompt, task_prompt
+from agent.loop.prompts import parse_prompt, system_prompt, task_prompt
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
 
@@ -37,10 +37,11 @@ def parse_label(value: str | dict) -> tuple[str, str]:
         raise ValueError(f'a label must be JSON {{"task": …, "arch": …}}, got {str(value)[:80]!r} ({e})') from None
 
 
-def messages(task: Task, arch: Arch, *, trials: int, target_speedup: float, max_turns: int) -> list[dict[str, str]]:
-    """The first turn's messages, as agent/loop renders them."""
+def messages(task: Task, arch: Arch, *, trials: int, target_speedup: float, max_turns: int,
+             prompt: str = "full") -> list[dict[str, str]]:  # fmt: skip
+    """The first turn's messages, as agent/loop renders them (`prompt`: the knowledge parts, as prompt=)."""
     user = task_prompt(task, arch, trials=trials, target_speedup=target_speedup, max_turns=max_turns)
-    return [{"role": "system", "content": system_prompt(arch)}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": system_prompt(arch, parse_prompt(prompt))}, {"role": "user", "content": user}]
 
 
 def row(form: Format, task: Task, arch: Arch, prompt: list[dict[str, str]], index: int) -> dict[str, Any]:
@@ -58,13 +59,14 @@ def row(form: Format, task: Task, arch: Arch, prompt: list[dict[str, str]], inde
 
 
 def build_rows(form: Format, tasks: list[str], archs: list[str], *, trials: int, target_speedup: float,
-               max_turns: int) -> list[dict[str, Any]]:  # fmt: skip
+               max_turns: int, prompt: str = "full") -> list[dict[str, Any]]:  # fmt: skip
     rows = []
     for name in tasks:
         task = get_task(name)
         for arch in map(Arch.resolve, archs):
-            prompt = messages(task, arch, trials=trials, target_speedup=target_speedup, max_turns=max_turns)
-            rows.append(row(form, task, arch, prompt, len(rows)))
+            sent = messages(task, arch, trials=trials, target_speedup=target_speedup, max_turns=max_turns,
+                            prompt=prompt)  # fmt: skip
+            rows.append(row(form, task, arch, sent, len(rows)))
     return rows
 
 

@@ -18,10 +18,11 @@ from tools.options import EvalOptions
 
 
 class KernelEnv:
-    def __init__(self, task: str, arch: str, scorer: Scorer, *, max_turns: int = 4, target_speedup: float = 1.0):
+    def __init__(self, task: str, arch: str, scorer: Scorer, *, max_turns: int = 4, target_speedup: float = 1.0,
+                 prompt: str = "full"):  # fmt: skip
         self.task, self.arch = get_task(task), Arch.resolve(arch)
         self.scorer = scorer
-        self.max_turns, self.target_speedup = max_turns, target_speedup
+        self.max_turns, self.target_speedup, self.prompt = max_turns, target_speedup, prompt
         self.turn = 0
 
     @classmethod
@@ -34,7 +35,7 @@ class KernelEnv:
         """The first turn's system and task messages, as the loop sends them."""
         self.turn = 0
         prompt = messages(self.task, self.arch, trials=EvalOptions().trials, target_speedup=self.target_speedup,
-                          max_turns=self.max_turns)  # fmt: skip
+                          max_turns=self.max_turns, prompt=self.prompt)  # fmt: skip
         return prompt, {"task": self.task.name, "arch": str(self.arch)}
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:

@@ -5,6 +5,7 @@ include sandbox holds for __has_include too (macro-built tests included)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,8 +13,11 @@ from tasks import get_task
 from tasks.schema import Arch
 from tests.adversarial.helpers import answer, fill_ok
 from tools import assemble, ptx
+from tools.answer import extract_solution
+from tools.crosscheck import cross_check
 from tools.options import EvalOptions
 from tools.pipeline import build, evaluate_answer, extract
+from tools.plan import plan_launches
 from tools.schema import Stage, Status
 
 GEMM = get_task("gemm")
@@ -118,3 +122,22 @@ def test_has_include_of_a_shipped_header_still_works() -> None:
     source = "#if __has_include(<cuda_bf16.h>)\n#include <cuda_bf16.h>\n#endif\n" + CUDA
     result = assemble.compile_cuda(source, Arch.SM_90A)
     assert result.ok, result.message()
+
+
+def test_a_register_chain_built_to_be_exponential_is_cross_checked_at_once() -> None:
+    """Each register defined from the previous one twice: followed naively, 2^400 paths to the descriptor, and 400
+    frames deep. Followed at most 64 definitions back, that descriptor is "could not check", at once."""
+    text = (Path(__file__).parents[1] / "fixtures" / "answers" / "hopper_gemm.md").read_text()
+    chain = "".join(f"\tor.b64 \t%rd{100 + i + 1}, %rd{100 + i}, %rd{100 + i};\n" for i in range(400))
+    text = text.replace("\tor.b64 \t%rd2, %rd2, 34363932672;\n",
+                        "\tor.b64 \t%rd2, %rd2, 34363932672;\n\tmov.b64 \t%rd100, %rd2;\n" + chain)  # fmt: skip
+    text = text.replace("}, %rd2, %rd3, %p2, 1, 1, 0, 0;", "}, %rd500, %rd3, %p2, 1, 1, 0, 0;")
+    solution = extract_solution(text)
+    start = time.perf_counter()
+    [swizzle, _] = cross_check(solution.source, plan_launches(solution.launch, GEMM, Arch.SM_90A), GEMM, Arch.SM_90A)
+    assert time.perf_counter() - start < 2
+    assert "could not check the MMA at line" in swizzle.message  # B's descriptor alone was checked
+    short = text.replace("%rd500, %rd3", "%rd140, %rd3")  # 40 deep: followed, and each register evaluated once
+    [swizzle, _] = cross_check(extract_solution(short).source, plan_launches(solution.launch, GEMM, Arch.SM_90A),
+                               GEMM, Arch.SM_90A)  # fmt: skip
+    assert swizzle.verdict == "consistent" and "could not check" not in swizzle.message

@@ -28,7 +28,7 @@ def scripted(tmp_path: Path, runs_dir: Path, run_id: str, answers: list[str], *e
     script = tmp_path / f"{run_id}.json"
     script.write_text(json.dumps(answers))  # json.dumps writes a lone surrogate as the escape \ud800
     return ["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", "eval.gpu=false",
-            f"runs_dir={runs_dir}", f"run_id={run_id}", *extra]  # fmt: skip
+            "unverified_turns=8", f"runs_dir={runs_dir}", f"run_id={run_id}", *extra]  # fmt: skip
 
 
 def test_escape_is_reversible() -> None:

@@ -21,7 +21,7 @@ def run(runs_dir: Path, tmp_path: Path, run_id: str, turns: int = 1, answers: li
     script = tmp_path / f"{run_id}.json"
     script.write_text(json.dumps(answers or [fill_ok()] * 3))
     args = ["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", f"max_turns={turns}",
-            "eval.gpu=false", f"runs_dir={runs_dir}", f"run_id={run_id}"]  # fmt: skip
+            f"unverified_turns={turns}", "eval.gpu=false", f"runs_dir={runs_dir}", f"run_id={run_id}"]  # fmt: skip
     assert solve(args) == 0
     return runs_dir / run_id
 
@@ -36,7 +36,7 @@ def test_a_torn_last_line_is_cut_on_resume_and_no_turn_is_lost(runs_dir: Path, t
     line = (folder / "trajectory.jsonl").read_text().splitlines()[0]
     with open(folder / "trajectory.jsonl", "a") as f:
         f.write(line[: len(line) // 2])  # a kill in the middle of writing a line
-    assert solve(["resume=torn", f"runs_dir={runs_dir}", "max_turns=3"]) == 0
+    assert solve(["resume=torn", f"runs_dir={runs_dir}", "max_turns=3", "unverified_turns=3"]) == 0
     assert [t.index for t in RunFolder(folder).turns()] == [1, 2, 3]
     assert (folder / "trajectory.torn").read_text() == line[: len(line) // 2] + "\n"
     events = [json.loads(x) for x in (folder / "events.log").read_text().splitlines()]

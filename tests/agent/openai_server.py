@@ -1,5 +1,8 @@
 """A local OpenAI-compatible chat-completions server for tests: real HTTP on 127.0.0.1, answering each
-request with the next scripted behaviour, and recording what it was sent."""
+request with the next scripted behaviour, and recording what it was sent. Given a context window it behaves as
+vLLM does: a request whose prompt plus max_completion_tokens exceeds it is refused with vLLM's 400 message
+(the prompt counted as the loop counts it, plus `extra_prompt_tokens` for a tokenizer that counts more), and an
+answer longer than max_completion_tokens is cut there with finish_reason "length"."""
 
 from __future__ import annotations
 
@@ -7,9 +10,14 @@ import json
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+import tiktoken
+
+from agent.loop.tokens import ENCODING, count_messages  # the loop's own count
+from tools.schema import Message
 
 
 @dataclass
@@ -27,7 +35,7 @@ class Behaviour:
     echo_authorization: bool = False  # the error names the request's Authorization header, as careless servers do
 
 
-def completion(b: Behaviour) -> bytes:
+def completion(b: Behaviour, prompt_tokens: int = 1234, completion_tokens: int = 56) -> bytes:
     message = {"role": "assistant", "content": b.content, **b.reasoning}
     data: dict[str, Any] = {
         "id": "chatcmpl-test",
@@ -37,15 +45,18 @@ def completion(b: Behaviour) -> bytes:
         "choices": [{"index": 0, "finish_reason": b.finish_reason, "message": message}],
     }
     if b.usage:
-        data["usage"] = {"prompt_tokens": 1234, "completion_tokens": 56, "total_tokens": 1290}
+        data["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                         "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
     return json.dumps(data).encode()
 
 
 class OpenAIServer:
-    def __init__(self) -> None:
+    def __init__(self, context_tokens: int | None = None, extra_prompt_tokens: int = 0) -> None:
         self.script: deque[Behaviour] = deque()
         self.default = Behaviour()
         self.requests: list[dict[str, Any]] = []
+        self.context_tokens, self.extra_prompt_tokens = context_tokens, extra_prompt_tokens
+        self.refused = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,6 +75,8 @@ class OpenAIServer:
                     payload = json.dumps({"error": {"message": message, "headers": dict(self.headers)}}).encode()
                 elif b.status != 200:
                     payload = b.body or json.dumps({"error": {"message": f"scripted {b.status}"}}).encode()
+                elif server.context_tokens is not None:
+                    b, payload = server.within_context(body, b)
                 else:
                     payload = b.body if b.body is not None else completion(b)
                 try:
@@ -83,6 +96,22 @@ class OpenAIServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def within_context(self, body: dict[str, Any], b: Behaviour) -> tuple[Behaviour, bytes]:
+        """The answer as a server with a context window gives it: refused when too long, cut at max tokens."""
+        prompt = count_messages([Message(**m) for m in body["messages"]]) + self.extra_prompt_tokens
+        wanted = body.get("max_completion_tokens") or 0
+        if prompt + wanted > self.context_tokens:
+            self.refused += 1
+            message = (f"This model's maximum context length is {self.context_tokens} tokens. However, you requested "
+                       f"{prompt + wanted} tokens ({prompt} in the messages, {wanted} in the completion). Please "
+                       "reduce the length of the messages or completion.")  # fmt: skip
+            return replace(b, status=400), json.dumps({"error": {"message": message, "code": 400}}).encode()
+        encoding = tiktoken.get_encoding(ENCODING)
+        tokens = encoding.encode(b.content, disallowed_special=())
+        if wanted and len(tokens) > wanted:
+            b = replace(b, content=encoding.decode(tokens[:wanted]), finish_reason="length")
+        return b, completion(b, prompt, min(len(tokens), wanted or len(tokens)))
 
     @property
     def base_url(self) -> str:

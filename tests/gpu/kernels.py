@@ -126,3 +126,97 @@ def answer(variant: str = "correct", **spec: object) -> str:
         f"A tiled GEMM ({variant}).\n\n```cuda\n{gemm_source(variant)}```\n\n"
         f"```json\n{json.dumps(launch_spec(**spec), indent=2)}\n```\n"
     )
+
+
+# The same out-of-bounds store in a PTX answer and a CUDA answer for the GEMM task: every block writes zeros into
+# its part of C, except that block 3 adds 2^40 bytes to its address, far outside every allocation (so that the
+# worker faults whatever memory its allocator keeps around C). A diagnosis must name the store's line.
+OOB_PTX = """\
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry oob_store(.param .u64 c, .param .u32 n)
+.reqntid 256, 1, 1
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<6>;
+    .reg .b16 %h;
+    ld.param.u64 %rd1, [c];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %tid.x;
+    mad.lo.s32 %r4, %r2, 256, %r3;
+    setp.ge.u32 %p0, %r4, %r1;
+    @%p0 bra DONE;
+    cvta.to.global.u64 %rd1, %rd1;
+    mul.wide.u32 %rd2, %r4, 2;
+    add.s64 %rd3, %rd1, %rd2;
+    setp.eq.u32 %p1, %r2, 3;
+    selp.b64 %rd4, 1099511627776, 0, %p1;
+    add.s64 %rd5, %rd3, %rd4;
+    mov.b16 %h, 0;
+    st.global.b16 [%rd5], %h;
+DONE:
+    ret;
+}
+"""
+OOB_CUDA = """\
+extern "C" __global__ void __launch_bounds__(256) oob_store(unsigned short* c, unsigned int n) {
+  const unsigned int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= n) return;
+  const unsigned long long past = blockIdx.x == 3 ? 1ull << 39 : 0;  // block 3: 2^40 bytes past the end of C
+  c[i + past] = 0;
+}
+"""
+# A shared-memory race small enough for racecheck: block 0 alone writes its threads' slots and reads another
+# warp's slot with no barrier between; the other blocks leave C unwritten, so the attempt is a mismatch.
+RACY_PTX = """\
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry racy(.param .u64 c, .param .u32 n)
+.reqntid 256, 1, 1
+{
+    .shared .align 4 .b32 slots[256];
+    .reg .pred %p;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<4>;
+    .reg .b16 %h;
+    mov.u32 %r1, %ctaid.x;
+    setp.ne.u32 %p, %r1, 0;
+    @%p bra DONE;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, slots;
+    shl.b32 %r4, %r2, 2;
+    add.u32 %r5, %r3, %r4;
+    st.shared.b32 [%r5], %r2;
+    xor.b32 %r6, %r4, 128;
+    add.u32 %r7, %r3, %r6;
+    ld.shared.b32 %r8, [%r7];
+    cvt.rn.f32.u32 %r9, %r8;
+    cvt.rn.bf16.f32 %h, %r9;
+    ld.param.u64 %rd1, [c];
+    cvta.to.global.u64 %rd1, %rd1;
+    mul.wide.u32 %rd2, %r2, 2;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.b16 [%rd3], %h;
+DONE:
+    ret;
+}
+"""
+# One thread per element of C (the grid covers M·N), for the kernels above.
+ELEMENTWISE_SPEC = {"launches": [{"kernel": "KERNEL", "grid": ["cdiv(M*N,256)", 1, 1], "block": [256, 1, 1],
+                                  "args": [{"tensor": "C"}, {"scalar": "M*N", "type": "u32"}]}]}  # fmt: skip
+
+
+def elementwise_answer(language: str, source: str, kernel: str) -> str:
+    spec = json.dumps(ELEMENTWISE_SPEC).replace("KERNEL", kernel)
+    return f"A deliberately broken kernel.\n\n```{language}\n{source}```\n\n```json\n{spec}\n```\n"
+
+
+def line_of(source: str, text: str) -> int:
+    """The 1-based line of `source` holding `text`."""
+    return next(i for i, line in enumerate(source.splitlines(), start=1) if text in line)

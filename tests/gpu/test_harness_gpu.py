@@ -14,7 +14,7 @@ from tests.gpu.kernels import answer
 from tools.answer import extract_solution
 from tools.assemble import compile_source
 from tools.gpu.base import CompiledModule
-from tools.gpu.memcheck import memcheck_stage
+from tools.gpu.sanitizer import sanitizer_stage
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import build, evaluate_answer, extract
@@ -176,7 +176,7 @@ def test_a_blackwell_solution_is_skipped_on_hopper(gpu):
 def test_memcheck_reports_the_out_of_bounds_write(gpu):
     solution, compiled = _compiled(answer("oob_write"))
     plan = plan_launches(solution.launch, TASK, Arch.SM_90A)
-    stage = memcheck_stage(compiled.cubin, plan, gpu.device, timeout_s=150)
+    stage = sanitizer_stage(Stage.MEMCHECK, compiled.cubin, plan, gpu.device, timeout_s=150)
     if stage.state is StageState.SKIPPED:
         pytest.skip(stage.message)
     assert stage.state is StageState.FAILED, stage.message

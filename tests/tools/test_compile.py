@@ -141,3 +141,15 @@ def test_time_out():
 def test_compile_source_dispatches_on_language():
     result = compile_source("ptx", read_ptx("local_array"), Arch.SM_90A)
     assert result.ok and result.language == "ptx" and result.ptx == read_ptx("local_array")
+
+
+def test_a_long_quoted_line_keeps_the_operands_after_its_register_list():
+    """A 64-register accumulator list would push the wrong immediate out of a cut quote: the list is elided."""
+    source = read_ptx("triton_sm_90a")
+    bad = source.replace("%rd6, %rd7, %p19, 1, 1, 0, 0;", "%rd6, %rd7, %p19, 1, 1, 0, 2;", 1)
+    [error] = compile_ptx(bad, Arch.SM_90A).errors
+    assert "unexpected value '2'" in error.message
+    assert error.source_line == (
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%r142, %r143, … 60 more …, %r204, %r205}, "
+        "%rd6, %rd7, %p19, 1, 1, 0, 2;"
+    )

@@ -26,6 +26,9 @@ class CompiledModule(BaseModel):
     cubin: bytes = Field(repr=False)
     plan: LaunchPlan
     kernels: list[KernelResources] = Field(default_factory=list)
+    cuda_source: str | None = Field(
+        None, description="A CUDA answer's own source, to quote the lines a diagnosis names.", repr=False
+    )
 
 
 class GpuOutcome(BaseModel):

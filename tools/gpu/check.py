@@ -125,3 +125,43 @@ def _region(mask: torch.Tensor) -> list[list[int]] | None:
         idx = torch.nonzero(along).view(-1)
         region.append([int(idx[0]), int(idx[-1])])
     return region
+
+
+class RerunDifference(BaseModel):
+    """How one output of a second run on the very same inputs differs from the first run's."""
+
+    name: str
+    elements: int
+    changed: int  # elements whose bits differ between the runs
+    written_once: int  # elements written (or finite) in one run but not in the other
+    rel_l2: float  # ‖second − first‖₂ / ‖first‖₂ over the elements finite and written in both
+    tolerance: float
+
+    @property
+    def beyond_tolerance(self) -> bool:
+        """Differences a legitimate change of summation order (fp32 atomics, reduce-adds) cannot explain."""
+        return self.written_once > 0 or self.rel_l2 > self.tolerance
+
+    def summary(self) -> str:
+        if not self.changed:
+            return f"{self.name}: identical"
+        once = f", {self.written_once:,} written or finite in one run only" if self.written_once else ""
+        return f"{self.name}: {self.changed:,} of {self.elements:,} elements changed, rel L2 {self.rel_l2:.2e}{once}"
+
+
+def rerun_difference(name: str, first: torch.Tensor, second: torch.Tensor, tolerance: float) -> RerunDifference:
+    """Compare two runs' values of one output, bit for bit and by relative L2 distance."""
+    view = POISON_BITS.get(first.dtype, (torch.uint8, None))[0]
+    changed = first.view(view) != second.view(view)
+    if view is torch.uint8:  # not a float: one element spans several bytes
+        changed = changed.view(*first.shape, -1).any(-1)
+    valid_a = ~unwritten_mask(first) & torch.isfinite(first.float())
+    valid_b = ~unwritten_mask(second) & torch.isfinite(second.float())
+    both = valid_a & valid_b
+    a = first.float().masked_fill(~both, 0.0)
+    b = second.float().masked_fill(~both, 0.0)
+    norm = float(torch.linalg.vector_norm(a, dtype=torch.float64))
+    diff = float(torch.linalg.vector_norm(b - a, dtype=torch.float64))
+    return RerunDifference(name=name, elements=first.numel(), changed=int(changed.sum()),
+                           written_once=int((valid_a ^ valid_b).sum()), rel_l2=diff / max(norm, 1e-30),
+                           tolerance=tolerance)  # fmt: skip

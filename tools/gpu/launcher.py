@@ -7,6 +7,7 @@ consistent); outputs and poison-initialised scratch get the poison pattern; zero
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -21,6 +22,7 @@ from tools.gpu.driver import CudaError, LaunchError, call, load_module, prepare_
 from tools.plan import BufferPlan, LaunchPlan
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+ADDRESSES = "addresses.json"  # written into the bundle: each buffer's device address, to place a sanitizer's finding
 FILL_BLOCK = 1 << 20  # elements of random data, tiled over each input
 OUTPUT_POISON = {
     "bfloat16": (cu.cuMemsetD16, 0x7FA5, 2),
@@ -85,6 +87,7 @@ def main(bundle: Path) -> int:
         address = int(call(cu.cuMemAlloc, math.prod(buffer.shape) * DTYPE_BYTES[buffer.dtype]))
         _fill(address, buffer)
         addresses[buffer.name] = address
+    (bundle / ADDRESSES).write_text(json.dumps(addresses))
     try:
         launches = prepare_launches(load_module((bundle / "kernel.cubin").read_bytes()), plan, addresses)
         for launch in launches:

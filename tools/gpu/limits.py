@@ -29,6 +29,7 @@ class StageLimits(BaseModel):
     check: float
     time: float
     recheck: float
+    rerun: float
     baseline: float = BASELINE_S
     profile: float = PROFILE_S
     perf: float = PERF_S
@@ -54,4 +55,4 @@ def stage_limits(task: Task, options: EvalOptions) -> StageLimits:
             f"×{MARGIN}, at least {MIN_STAGE_S:g} s; eval.timeout_s sets another)"
         )
     time_s = 2 * TimingOptions().budget_s + TIME_RUNS_OUTSIDE_BUDGET * run
-    return StageLimits(run=run, check=check, time=time_s, recheck=run, basis=basis)
+    return StageLimits(run=run, check=check, time=time_s, recheck=run, rerun=run, basis=basis)

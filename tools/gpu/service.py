@@ -3,7 +3,8 @@
 langgraph, openai — load into it), enforces a wall-clock limit per attempt, and kills and restarts the
 worker after a hang, a crash or a sticky CUDA error. No kernel can take the caller down.
 
-Profiling (Nsight Compute) and memcheck (compute-sanitizer) run here, on the torch-free launcher."""
+Profiling (Nsight Compute) and compute-sanitizer run here, on the torch-free launcher: memcheck locates every
+fault of the kernel (and checks a correct attempt when asked), racecheck looks at a mismatch when asked."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from tasks.schema import Arch, Task
 from tools import procs
-from tools.gpu import launcher, memcheck, perf, profile
+from tools.gpu import launcher, perf, profile, sanitizer
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, device_info
 from tools.gpu.limits import WORKER_START_S, StageLimits, stage_limits
@@ -38,6 +39,7 @@ PARTS = {  # what the worker was doing in each part of a stage, for the time-out
     "check": "running the check trials",
     "time": "timing the candidate and the baseline",
     "recheck": "re-checking on fresh inputs after timing",
+    "rerun": "re-running a mismatch on the same inputs, to tell a race from a deterministic error",
     "baseline": "preparing the baseline library's call: the library's part, not the kernel's",
 }
 
@@ -172,6 +174,20 @@ class GpuService:
         }
         limits = stage_limits(task, options)
         outcome = self._in_worker(request, limits)
+
+        def sanitize(stage: Stage) -> StageResult:
+            result = sanitizer.sanitize_module(stage, module, arch, self.device, limits.memcheck,
+                                               options.static_timeout_s)  # fmt: skip
+            outcome.stages.append(result)
+            return result
+
+        if outcome.status is Status.RUNTIME_ERROR and _kernel_fault(outcome):
+            located = sanitize(Stage.MEMCHECK)
+            if located.state is StageState.FAILED:
+                first = located.detail["findings"][0]
+                outcome.message += "\nLocated: " + sanitizer.Finding.model_validate(first).line_text()
+        if outcome.status is Status.MISMATCH and options.racecheck:
+            sanitize(Stage.RACECHECK)
         if outcome.status is not Status.PASSED:
             return outcome
         groups = task.targets[arch]
@@ -184,12 +200,9 @@ class GpuService:
             outcome.stages.append(stage)
             if report is not None:
                 outcome.metrics["perf"] = report
-        if options.memcheck:
-            stage = memcheck.memcheck_stage(module.cubin, module.plan, self.device, limits.memcheck)
-            outcome.stages.append(stage)
-            if stage.state is StageState.FAILED:
-                outcome.status, outcome.message = Status.RUNTIME_ERROR, f"memcheck: {stage.message}"
-                outcome.metrics = {k: v for k, v in outcome.metrics.items() if not k.startswith("speedup")}
+        if options.memcheck and sanitize(Stage.MEMCHECK).state is StageState.FAILED:
+            outcome.status, outcome.message = Status.RUNTIME_ERROR, f"memcheck: {outcome.stages[-1].message}"
+            outcome.metrics = {k: v for k, v in outcome.metrics.items() if not k.startswith("speedup")}
         return outcome
 
     def _in_worker(self, request: dict, limits: StageLimits) -> GpuOutcome:
@@ -246,10 +259,15 @@ class GpuService:
                 )
 
 
+def _kernel_fault(outcome: GpuOutcome) -> bool:
+    """Whether the kernel itself faulted (the worker says which driver error), not the worker or a launch."""
+    return any("fault" in s.detail for s in outcome.stages if s.state is StageState.FAILED)
+
+
 def _timeout_text(stage: str, part: str, limits: StageLimits) -> str:
     """What timed out, the limit and where it comes from, and what to look at."""
     text = f"no result within {limits.of(part):.0f} s during the {stage} stage ({PARTS[part]})"
     if part == "baseline":
         return text
-    basis = limits.basis if part in ("run", "check", "recheck") else "that fits the timing budget"
+    basis = limits.basis if part in ("run", "check", "recheck", "rerun") else "that fits the timing budget"
     return f"{text}, a limit {basis}. Most likely {TIMEOUT_HINT}"

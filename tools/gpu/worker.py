@@ -28,7 +28,7 @@ from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
 from tools.gpu import driver
-from tools.gpu.check import OutputCheck, compare, poison
+from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
 from tools.gpu.devices import device_info
 from tools.gpu.gpu_state import GpuSampler, GpuState, noisy_flag
 from tools.gpu.timing import (
@@ -168,19 +168,57 @@ class _Attempt:
                 dims = {o.name: o.shape for o in self.task.outputs}
                 lines = [c.summary(dims[c.name]) for c in failed]
                 layouts = "\n".join(f"- {line}" for line in self.task.tensor_lines())
+                rerun, rerun_detail = self._rerun(inputs)
                 raise AttemptFailed(
                     Status.MISMATCH,
                     Stage.CHECK,
                     f"trial {t + 1} of {self.trials} (seed {seed}): "
                     + "\n".join(lines)
-                    + f"\nThe task's tensors, as the reference reads and writes them:\n{layouts}",
-                    detail={"trials": trials},
+                    + f"\n{rerun}\nThe task's tensors, as the reference reads and writes them:\n{layouts}",
+                    detail={"trials": trials, "rerun": rerun_detail},
                 )
         worst = {o.name: max(tr["outputs"][i]["rel_l2"] for tr in trials) for i, o in enumerate(self.task.outputs)}
         message = f"{self.trials} trials passed; worst rel L2 error: " + ", ".join(
             f"{k} {v:.2e}" for k, v in worst.items()
         )
         return message, {"trials": trials, "seeds": [self.seed + t for t in range(self.trials)]}
+
+    def _rerun(self, inputs: dict[str, torch.Tensor]) -> tuple[str, dict]:
+        """The launch sequence once more on the very same inputs: outputs that differ beyond the tolerance
+        between two runs point to a race; identical ones say the mismatch is deterministic."""
+        self._part("rerun")
+        try:
+            first = {o.name: self.buffers[o.name].clone() for o in self.task.outputs}
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            return "Not re-run on the same inputs: no GPU memory left to keep the first run's outputs.", {}
+        for name, value in inputs.items():
+            self.buffers[name].copy_(value)
+        for spec in self.task.outputs:
+            poison(self.buffers[spec.name])
+        with self._faults("re-running on the same inputs"):
+            self._launch_sequence()
+        self.launches_done += 1
+        diffs = [rerun_difference(n, first[n], self.buffers[n], self.task.tolerance) for n in first]
+        detail = {"outputs": [d.model_dump() | {"beyond_tolerance": d.beyond_tolerance} for d in diffs]}
+        shown = "; ".join(d.summary() for d in diffs)
+        if any(d.beyond_tolerance for d in diffs):
+            detail["likely_race"] = True
+            return (
+                f"Re-run on the same inputs: the outputs differ beyond the tolerance ({shown}): likely a race, e.g. "
+                "a shared-memory tile read before the barrier or mbarrier phase that fills it completed, or "
+                "overwritten while another warp still reads it, or generic-proxy writes read by wgmma/TMA without "
+                "fence.proxy.async.",
+                detail,
+            )
+        detail["likely_race"] = False
+        if not any(d.changed for d in diffs):
+            return "Re-run on the same inputs: identical outputs, so the mismatch is deterministic, not a race.", detail
+        return (
+            f"Re-run on the same inputs: the outputs differ only within the tolerance ({shown}), as a different "
+            "summation order would make them: not a sign of a race.",
+            detail,
+        )
 
     def _time(self) -> tuple[str, dict]:
         inputs = self._fill(self.seed + self.trials)
@@ -320,11 +358,13 @@ class _Attempt:
                 self.current,
                 f"{what}: the kernel faulted: {e.name} ({e.description}). {e.hint}",
                 sticky=e.sticky,
+                detail={"fault": e.name},  # the service locates a fault with compute-sanitizer
             ) from None
         except RuntimeError as e:  # torch surfaces an earlier asynchronous fault this way
             raise AttemptFailed(
-                Status.RUNTIME_ERROR, self.current, f"{what}: the kernel faulted: {e}", sticky=True
-            ) from None
+                Status.RUNTIME_ERROR, self.current, f"{what}: the kernel faulted: {e}", sticky=True,
+                detail={"fault": "asynchronous"},
+            ) from None  # fmt: skip
 
     def _compare(self, inputs: dict[str, torch.Tensor]) -> list[OutputCheck]:
         changed = [n for n, v in inputs.items() if not torch.equal(self.buffers[n], v)]

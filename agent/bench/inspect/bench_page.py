@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.bench import plots, score
-from agent.bench.inspect.views import NO_PROMPT, LoadedRun, RunCard, prompt_variant
+from agent.bench.inspect.views import LoadedRun, RunCard
 from agent.bench.plan import MODES, Bench
-from tools.schema import Status, Trajectory
+from tools.schema import Status
 
 FILTERS = ("model", "task", "arch", "mode", "prompt")
-ALL_PROMPTS = "all"  # the scores pooled over every prompt variant
 
 
 @dataclass(frozen=True)
@@ -87,11 +86,11 @@ def bench_page(title: str, source: str, runs: list[LoadedRun], cards: list[RunCa
     for card in cards:
         cells[(card.task, Column(card.arch, card.mode, card.model))].append(card)
     filters = {f: sorted({c.filters()[f] for c in cards}) for f in FILTERS}
-    if all(c.prompt is None for c in cards):
-        del filters["prompt"]  # no run records a prompt variant
+    if len({c.prompt for c in cards}) < 2:
+        del filters["prompt"]  # one prompt variant (or none recorded): nothing to filter by
     one_arch = len({c.arch for c in cards}) < 2  # then the rows pooled over archs repeat the arch's own
     headline, per_task, budget = [], [], []
-    variants = _by_variant(trajs)
+    variants = score.by_variant(trajs)
     for prompt, members in variants:
         for s in score.suite_scores(members):
             if not (one_arch and s.group.arch == score.ALL):
@@ -118,16 +117,6 @@ def bench_page(title: str, source: str, runs: list[LoadedRun], cards: list[RunCa
         unverified=sum(t.evaluation.status is Status.UNVERIFIED for traj in trajs for t in traj.turns),
         variants=len(variants) > 1,
     )
-
-
-def _by_variant(trajs: list[Trajectory]) -> list[tuple[str | None, list[Trajectory]]]:
-    """All runs together, then, where they ran several prompt variants, each variant's runs."""
-    variants: dict[str, list[Trajectory]] = defaultdict(list)
-    for t in trajs:
-        variants[prompt_variant(t) or NO_PROMPT].append(t)
-    if len(variants) < 2:
-        return [(None, trajs)] if trajs else []
-    return [(ALL_PROMPTS, trajs), *sorted(variants.items())]
 
 
 def _last_limits(scores: list[Scored]) -> list[Scored]:

@@ -20,7 +20,6 @@ from tools.schema import Outcome, RunSummary, Trajectory
 # 20,000-line answer costs the page nothing until someone reads it.
 FOLD_LINES = 400
 FOLD_CHARS = 40_000
-NO_PROMPT = "(none)"  # the prompt variant of a run that records none, where others do
 
 
 @dataclass(frozen=True)
@@ -63,14 +62,6 @@ class LoadedRun:
                          run_id=self.traj.run_id, task=config.task, arch=config.arch, policy=config.policy)  # fmt: skip
 
 
-def prompt_variant(traj: Trajectory) -> str | None:
-    """The prompt variant the run recorded in config.json, where it records one."""
-    value = (traj.config.model_extra or {}).get("prompt")
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True)
-
-
 def furthest_class(traj: Trajectory) -> str:
     """The error class of the turn that got furthest (score.CLASSES lists them best first)."""
     classes = [score.ERROR_CLASS[t.evaluation.status] for t in traj.turns]
@@ -104,7 +95,7 @@ class RunCard:
     def filters(self) -> dict[str, str]:
         """The values a bench page's filters match this run on."""
         return {"model": self.model, "task": self.task, "arch": self.arch, "mode": self.mode,
-                "prompt": self.prompt or NO_PROMPT}  # fmt: skip
+                "prompt": self.prompt or score.NO_PROMPT}  # fmt: skip
 
 
 def run_card(run: LoadedRun, href: str) -> RunCard:
@@ -117,7 +108,7 @@ def run_card(run: LoadedRun, href: str) -> RunCard:
         arch=row["arch"],
         mode=row["mode"],
         model=row["model"],
-        prompt=prompt_variant(run.traj),
+        prompt=score.prompt_variant(run.traj),
         status=furthest_class(run.traj),
         solved=summary.outcome is Outcome.SOLVED,
         best_speedup=row["best_speedup"],

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from agent.loop.config import OpenAIConfig, ReferenceConfig, ReplayConfig, ScriptedConfig, SolveConfig
 from agent.loop.journal import Journal
-from agent.loop.policies.base import ModelError, Policy, Reply
+from agent.loop.policies.base import ContextOverflow, ModelError, Policy, Reply
 from tasks.schema import Arch, Task
 
-__all__ = ["ModelError", "Policy", "Reply", "make_policy"]
+__all__ = ["ContextOverflow", "ModelError", "Policy", "Reply", "make_policy"]
 
 
 def make_policy(settings: SolveConfig, task: Task, arch: Arch, journal: Journal) -> Policy:
@@ -25,7 +25,7 @@ def make_policy(settings: SolveConfig, task: Task, arch: Arch, journal: Journal)
     if isinstance(llm, ReferenceConfig):
         return offline.ReferencePolicy(task, arch)
     if isinstance(llm, ScriptedConfig):
-        return offline.ScriptedPolicy(Path(llm.path))
+        return offline.ScriptedPolicy(Path(llm.path), llm.label)
     if isinstance(llm, ReplayConfig):
-        return offline.ReplayPolicy(llm.run, settings.runs_dir, task, arch)
+        return offline.ReplayPolicy(llm.run, settings.runs_dir, task, arch, llm.label)
     raise AssertionError(f"no policy for {llm!r}")

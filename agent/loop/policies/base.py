@@ -29,8 +29,9 @@ class Policy(Protocol):
         """One line for people: what answers, e.g. 'openai gpt-4.1 at https://…/v1'."""
         ...
 
-    def respond(self, messages: list[Message], turn: int) -> Reply:
-        """The answer for 1-based `turn`. A resumed run asks again for the turn it lost, so offline
+    def respond(self, messages: list[Message], turn: int, max_tokens: int | None = None) -> Reply:
+        """The answer for 1-based `turn`, in at most `max_tokens` tokens (None: the policy's own setting; the
+        loop lowers it to fit a context window). A resumed run asks again for the turn it lost, so offline
         policies answer by turn number, not by call count."""
         ...
 
@@ -40,3 +41,12 @@ class Policy(Protocol):
 class ModelError(RuntimeError):
     """The model could not answer (endpoint down after retries, request refused): the run stops
     and can be resumed. The message is for people."""
+
+
+class ContextOverflow(ModelError):
+    """The endpoint refused the request as longer than its context window. `limit` and `prompt_tokens` are the
+    endpoint's own numbers where its message gives them (its tokenizer is not ours)."""
+
+    def __init__(self, message: str, limit: int | None = None, prompt_tokens: int | None = None):
+        super().__init__(message)
+        self.limit, self.prompt_tokens = limit, prompt_tokens

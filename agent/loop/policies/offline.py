@@ -40,7 +40,7 @@ class ReferencePolicy:
     def describe(self) -> str:
         return f"reference ({self.path})"
 
-    def respond(self, messages: list[Message], turn: int) -> Reply:
+    def respond(self, messages: list[Message], turn: int, max_tokens: int | None = None) -> Reply:
         return Reply(text=self.text, finish_reason="stop")
 
     def close(self) -> None:
@@ -74,11 +74,15 @@ def _beside(fixture: Path, name: str, number: int) -> str:
         raise ConfigError(f"{where}: cannot read {source}: {getattr(e, 'strerror', None) or e}") from None
 
 
-class ScriptedPolicy:
-    """Fixture answers, one per turn."""
+def _of(label: str | None) -> str:
+    return f" of {label}" if label else ""
 
-    def __init__(self, path: Path):
-        self.path = path
+
+class ScriptedPolicy:
+    """Fixture answers, one per turn; `label` names the model that wrote them."""
+
+    def __init__(self, path: Path, label: str | None = None):
+        self.path, self.label = path, label
         try:
             items = loads(path.read_text(encoding="utf-8"))
         except OSError as e:
@@ -99,9 +103,9 @@ class ScriptedPolicy:
         self.max_answers = len(self.answers)
 
     def describe(self) -> str:
-        return f"scripted ({self.path}, {self.max_answers} answers)"
+        return f"scripted ({self.path}, {self.max_answers} answers{_of(self.label)})"
 
-    def respond(self, messages: list[Message], turn: int) -> Reply:
+    def respond(self, messages: list[Message], turn: int, max_tokens: int | None = None) -> Reply:
         answer = self.answers[turn - 1]
         if answer.delay_s:
             time.sleep(answer.delay_s)
@@ -115,7 +119,8 @@ class ReplayPolicy:
     """A recorded run's answers in order; the prompts it is sent now may differ from the recorded ones,
     since today's harness may give different feedback."""
 
-    def __init__(self, run: str, runs_dir: Path, task: Task, arch: Arch):
+    def __init__(self, run: str, runs_dir: Path, task: Task, arch: Arch, label: str | None = None):
+        self.label = label
         try:
             self.folder = RunFolder.open(runs_dir, run)
             self.turns = self.folder.turns()
@@ -131,9 +136,9 @@ class ReplayPolicy:
         self.max_answers = len(self.turns)
 
     def describe(self) -> str:
-        return f"replay ({self.folder.path}, {self.max_answers} answers)"
+        return f"replay ({self.folder.path}, {self.max_answers} answers{_of(self.label)})"
 
-    def respond(self, messages: list[Message], turn: int) -> Reply:
+    def respond(self, messages: list[Message], turn: int, max_tokens: int | None = None) -> Reply:
         recorded = self.turns[turn - 1]
         # The completion is the recorded one, so is its count; the prompt is today's and gets counted anew.
         return Reply(

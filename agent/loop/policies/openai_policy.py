@@ -3,7 +3,8 @@
 Retried with exponential back-off (the server's Retry-After wins when it gives a usable one): 408, 409,
 429, 5xx, time-outs, dropped connections, and replies that are not a chat completion; each retry is said on
 the terminal with its wait. Refusals that retrying cannot fix end the run: a bad key or unknown model is a
-configuration error, any other 4xx a ModelError. Every text taken from the endpoint is redacted
+configuration error, a request longer than the model's context a ContextOverflow (the loop compacts the
+conversation and asks once more), any other 4xx a ModelError. Every text taken from the endpoint is redacted
 (agent/loop/redact.py) before it goes anywhere: servers echo the key in their errors.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -22,12 +24,16 @@ import openai
 from agent.cli import ConfigError
 from agent.loop.config import OpenAIConfig
 from agent.loop.journal import Journal
-from agent.loop.policies.base import ModelError, Reply
+from agent.loop.policies.base import ContextOverflow, ModelError, Reply
 from agent.loop.redact import redact, register
 from tools.schema import Message
 
 RETRY_STATUS = {408, 409, 429}
 MAX_WAIT_S = 60.0
+# How servers say a request is longer than the model's context: OpenAI's code, vLLM's and SGLang's wording.
+_TOO_LONG = re.compile(r"context[_ ]length|maximum context|context window|prompt is too long|too many tokens", re.I)
+_LIMIT = re.compile(r"maximum context length is (\d+)")
+_PROMPT = re.compile(r"(\d+) (?:tokens )?in the messages")
 
 
 class MalformedReply(Exception):
@@ -57,12 +63,12 @@ class OpenAIPolicy:
     def close(self) -> None:
         self.client.close()
 
-    def respond(self, messages: list[Message], turn: int) -> Reply:
+    def respond(self, messages: list[Message], turn: int, max_tokens: int | None = None) -> Reply:
         request: dict[str, Any] = {"model": self.config.model, "messages": [m.model_dump() for m in messages]}
         if self.config.temperature is not None:
             request["temperature"] = self.config.temperature
-        if self.config.max_tokens is not None:
-            request["max_completion_tokens"] = self.config.max_tokens
+        if (limit := max_tokens if max_tokens is not None else self.config.max_tokens) is not None:
+            request["max_completion_tokens"] = limit
         if self.config.extra:
             request["extra_body"] = self.config.extra
         for attempt in range(self.config.retries + 1):
@@ -88,6 +94,13 @@ class OpenAIPolicy:
             detail = _short(error.message)
             if error.status_code in RETRY_STATUS or error.status_code >= 500:
                 return f"HTTP {error.status_code}: {detail}", _retry_after(error.response, wait)
+            if error.status_code in (400, 413) and _TOO_LONG.search(error.message or ""):
+                limit, prompt = _LIMIT.search(error.message), _PROMPT.search(error.message)
+                raise ContextOverflow(
+                    f"{self.describe()} refused the request as too long (HTTP {error.status_code}: {detail})",
+                    int(limit.group(1)) if limit else None,
+                    int(prompt.group(1)) if prompt else None,
+                ) from None
             if error.status_code in (401, 403, 404):
                 raise ConfigError(
                     f"{self.describe()} refused the request (HTTP {error.status_code}: {detail}); "

@@ -70,7 +70,7 @@ def test_plan_is_deterministic() -> None:
         (["tasks=gemm", "archs=h100", "modes=double"], "unknown mode double"),
         (["tasks=gemm", "archs=h100", "samples=0"], "samples must be a whole number ≥ 1 (got '0')"),
         (["tasks=gemm", "archs=h100", "concurrency=many"], "concurrency must be a whole number"),
-        (["tasks=gemm", "archs=h100", "llm=openai"], "llm=openai needs llm.model=NAME"),
+        (["tasks=gemm", "archs=h100", "llm=openai"], "llm=openai needs a model: name it on the command line"),
         (["tasks=gemm", "archs=h100", "max_turn=3"], "unknown setting max_turn; did you mean max_turns?"),
         (["tasks=gemmm", "archs=h100"], "unknown task 'gemmm'"),
         (["tasks=gemm", "archs=h100", "bench_id=../up"], "invalid run id '../up'"),

@@ -96,7 +96,8 @@ def three_turns(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run of today's loop, three scripted answers through the real static stages (no GPU here)."""
     runs = tmp_path_factory.mktemp("three")
     code, folder = solve(["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={FIXTURES / 'three_turns.json'}",
-                          "max_turns=3", "eval.gpu=false", f"runs_dir={runs}", "run_id=three"])  # fmt: skip
+                          "max_turns=3", "unverified_turns=2", "eval.gpu=false", f"runs_dir={runs}",
+                          "run_id=three"])  # fmt: skip
     assert code == 0
     return folder.path
 

@@ -10,16 +10,23 @@ import pytest
 
 from agent.loop.conversation import build_messages
 from agent.loop.feedback import cut, feedback_message
-from agent.loop.prompts import load, reference_source, system_prompt, task_prompt, toolchain
+from agent.loop.prompts import (
+    parse_prompt,
+    reference_source,
+    render,
+    system_prompt,
+    task_prompt,
+    toolchain,
+    worked_example,
+)
 from agent.loop.tokens import count_messages, count_text
 from tasks.catalog import TASKS, get_task
 from tasks.schema import Arch
 from tests.agent.helpers import FIXTURES
+from tests.fixtures.runs import make_runs
 from tools import ptx as ptx_text
-from tools import sass
 from tools.abi import check_abi
 from tools.answer import extract_solution
-from tools.assemble import compile_ptx
 from tools.plan import plan_launches
 from tools.schema import Evaluation, Stage, StageResult, StageState, Status
 
@@ -28,7 +35,7 @@ PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_]")
 
 @pytest.mark.parametrize("arch", list(Arch))
 def test_system_prompt(arch: Arch) -> None:
-    text = system_prompt(arch)
+    text = system_prompt(arch, parse_prompt("full"))
     assert not PLACEHOLDER.search(text)
     assert f".target {arch}" in text and "ptxas 13.0" in text and "up to 9.0" in text
     mma = "wgmma.mma_async" if arch is Arch.SM_90A else "tcgen05.mma.cta_group::1.kind::f16"
@@ -59,37 +66,32 @@ def test_reference_source_brings_its_helpers() -> None:
     assert source.index("def attention_backward_inputs(") < source.index("def attention_backward(")
 
 
+@pytest.mark.parametrize("arch", list(Arch))
 @pytest.mark.parametrize("family", ["gemm", "attention_fwd", "attention_bwd"])
-def test_worked_examples_plan_and_match_their_entries(family: str) -> None:
-    """Each example's launch spec plans on every task of its family and matches its own .entry lists."""
-    example = load(f"examples/{family}.md")
+def test_worked_examples_plan_and_match_their_entries(family: str, arch: Arch) -> None:
+    """Each arch's example for a family (its own, or the family's) plans on every task of the family and matches
+    its own .entry lists."""
+    tasks = [t for t in TASKS.values() if t.family == family]
+    assert tasks
+    example = render(worked_example(tasks[0], arch), sm_count=arch.sm_count)
     spec = extract_solution(example).launch
     declared = example.split("```ptx\n", 1)[1].split("```", 1)[0]
     entries = {}
     for chunk in declared.split(".visible .entry")[1:]:
         entries |= ptx_text.entries(".visible .entry" + chunk + "{\n}\n")
-    tasks = [t for t in TASKS.values() if t.family == family]
-    assert tasks
     for task in tasks:
-        for arch in Arch:
-            plan_launches(spec, task, arch)
-            assert check_abi(spec, entries, arch, task.dims) == []
+        plan_launches(spec, task, arch)
+        assert check_abi(spec, entries, arch, task.dims) == []
 
 
-@pytest.mark.parametrize(
-    ("arch", "expected"),
-    [
-        (Arch.SM_90A, {"HGMMA", "UTMALDG", "UTMASTG", "USETMAXREG", "SYNCS"}),
-        (Arch.SM_100A, {"UTCHMMA", "LDTM", "STTM", "UTCBAR", "UTCATOMSWS"}),
-    ],
-)
-def test_knowledge_pack_ptx_assembles(arch: Arch, expected: set[str]) -> None:
-    """The syntax the packs teach, written out in a module, assembles and yields the target opcodes."""
-    compiled = compile_ptx((FIXTURES / f"knowledge_{arch}.ptx").read_text(), arch)
-    assert compiled.ok, compiled.message()
-    assert not [d for d in compiled.diagnostics if "setmaxnreg" in d.message]  # not ignored (C7508)
-    opcodes = {op.split(".")[0] for ops in sass.full_opcodes(sass.disassemble(compiled.cubin)).values() for op in ops}
-    assert expected <= opcodes
+def test_the_blackwell_gemm_example_is_a_tcgen05_pair_on_every_sm() -> None:
+    text = task_prompt(get_task("gemm"), Arch.SM_100A, trials=3, target_speedup=1.0, max_turns=8)
+    assert "tcgen05" in text and "wgmma" not in text and '"grid": [148, 1, 1]' in text and "H200" not in text
+    assert "On a B200: not measured here. NVIDIA quotes 2.25 PFLOP/s" in text
+    hopper = task_prompt(get_task("gemm"), Arch.SM_90A, trials=3, target_speedup=1.0, max_turns=8)
+    assert "wgmma" in hopper and "Seen on an H200: 0.749 ms" in hopper and "B200" not in hopper
+    forward = task_prompt(get_task("attn_fwd"), Arch.SM_100A, trials=3, target_speedup=1.0, max_turns=8)
+    assert "up to 1,613 TFLOP/s, up to 1.3× cuDNN 9.13" in forward and "Seen on an H200" not in forward
 
 
 def evaluation(status: Status, **fields) -> Evaluation:
@@ -135,7 +137,7 @@ def test_feedback_content() -> None:
     unverified = feedback_message(
         evaluation(Status.UNVERIFIED), task, Arch.SM_90A, turn=1, max_turns=3, target_speedup=1
     )
-    assert "not be run here: no GPU here" in unverified
+    assert "It could not be run here:\nno GPU here" in unverified
 
 
 def test_cut_marks_what_it_removes() -> None:
@@ -155,3 +157,34 @@ def test_messages_and_tokens() -> None:
     assert count_text("hello world") == 2
     assert count_messages(full) == sum(count_text(m.content) + 4 for m in full) + 2
     assert count_text("<|endoftext|>") > 1  # special tokens in a model's text are counted, not refused
+
+
+def test_a_located_fault_reaches_the_feedback() -> None:
+    task = get_task("gemm")
+    run = StageResult(name=Stage.RUN, state=StageState.FAILED, message="the kernel faulted: CUDA_ERROR_ILLEGAL_ADDRESS",
+                      detail={"fault": "CUDA_ERROR_ILLEGAL_ADDRESS"})  # fmt: skip
+    located = "compute-sanitizer memcheck: memory error(s) (1 reported)\n- Invalid __global__ write at line 26: `st…`"
+    memcheck = StageResult(name=Stage.MEMCHECK, state=StageState.FAILED, message=located)
+    fault = Evaluation(task=task.name, arch=Arch.SM_90A, status=Status.RUNTIME_ERROR, stages=[run, memcheck])
+    text = feedback_message(fault, task, Arch.SM_90A, turn=1, max_turns=2, target_speedup=1.0)
+    assert text.index("CUDA_ERROR_ILLEGAL_ADDRESS") < text.index(f"\n\n{located}\n\nStages:")
+    quiet = memcheck.model_copy(update={"state": StageState.SKIPPED, "message": "compute-sanitizer is not installed"})
+    unlocated = fault.model_copy(update={"stages": [run, quiet]})
+    text = feedback_message(unlocated, task, Arch.SM_90A, turn=1, max_turns=2, target_speedup=1.0)
+    assert "Not located (memcheck skipped): compute-sanitizer is not installed" in text
+
+
+def test_a_slow_attempt_is_told_where_its_time_goes() -> None:
+    task = get_task("gemm")
+    slow = make_runs.profiled(make_runs.GEMM, 0.04)  # the plain-pointer GEMM beside cuBLAS, recorded on the H200
+    text = feedback_message(slow, task, Arch.SM_90A, turn=1, max_turns=4, target_speedup=1.0)
+    table = slow.stage(Stage.PERF).message
+    assert "Where the time goes (Nsight Compute on this GPU" in text and table in text
+    assert "likely limiter (memory_stalled)" in text and "\n\n\n" not in text
+    skipped = slow.model_copy(update={"perf": None, "stages": [
+        s if s.name is not Stage.PERF else StageResult(name=Stage.PERF, state=StageState.SKIPPED, message="no ncu here")
+        for s in slow.stages]})  # fmt: skip
+    said = feedback_message(skipped, task, Arch.SM_90A, turn=1, max_turns=4, target_speedup=1.0)
+    assert "Where the time goes: not measured (no ncu here)." in said
+    plain = feedback_message(evaluation(Status.PASSED), task, Arch.SM_90A, turn=1, max_turns=4, target_speedup=1.0)
+    assert "Where the time goes" not in plain and "\n\n\n" not in plain

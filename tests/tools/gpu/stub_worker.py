@@ -1,7 +1,8 @@
 """`python -m tests.tools.gpu.stub_worker`: a stand-in for the GPU worker (tools/gpu/worker.py) that speaks its
 protocol on stdin/stdout without a GPU, for the service's time-limit tests. Per request it follows the script
 in PTXBENCH_STUB_SCRIPT, a JSON list of [stage, part, seconds] (part null: the stage itself): it announces
-each part as the worker does, spends its seconds there, then answers `passed`."""
+each part as the worker does, spends its seconds there, then answers `passed` — or, when PTXBENCH_STUB_FAILURE
+holds {"status", "stage", "message", "detail", "sticky"}, fails that stage as the worker reports a failure."""
 
 from __future__ import annotations
 
@@ -21,7 +22,15 @@ def main() -> None:
             print(json.dumps({"progress": stage} | ({"part": part} if part else {})), flush=True)
             time.sleep(seconds)
         result = {"status": "passed", "message": "correct", "metrics": {}, "sticky": False}
+        if failure := json.loads(os.environ.get("PTXBENCH_STUB_FAILURE", "null")):
+            stage = {"name": failure["stage"], "state": "failed", "message": failure["message"],
+                     "detail": failure.get("detail", {})}  # fmt: skip
+            print(json.dumps({"stage_done": stage}), flush=True)
+            result = {"status": failure["status"], "message": failure["message"], "metrics": {},
+                      "sticky": failure.get("sticky", False)}  # fmt: skip
         print(json.dumps({"result": result}), flush=True)
+        if result["sticky"]:
+            return
 
 
 if __name__ == "__main__":

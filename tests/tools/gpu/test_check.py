@@ -1,5 +1,6 @@
-"""The check's verdict logic on the CPU (torch's CPU build): the poison pattern, the unwritten mask, and
-the comparison with the fp32 reference (rel L2, NaN written, never written, where the bad elements lie)."""
+"""The check's verdict logic on the CPU (torch's CPU build): the poison pattern, the unwritten mask, the
+comparison with the fp32 reference (rel L2, NaN written, never written, where the bad elements lie), and the
+comparison of two runs on the same inputs that tells a race from a deterministic mismatch."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import pytest
 import torch
 
-from tools.gpu.check import compare, poison, unwritten_mask
+from tools.gpu.check import compare, poison, rerun_difference, unwritten_mask
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.int32])
@@ -58,3 +59,30 @@ def test_an_output_over_tolerance_fails_on_rel_l2() -> None:
     ref = torch.randn(256, 128)
     check = compare("C", ref * 1.05, ref, 1e-2)
     assert not check.passed and check.rel_l2 == pytest.approx(0.05, rel=1e-4)
+
+
+def test_identical_runs_are_no_race() -> None:
+    first = torch.randn(64, 32).to(torch.bfloat16)
+    diff = rerun_difference("O", first, first.clone(), 1e-2)
+    assert (diff.changed, diff.written_once, diff.rel_l2, diff.beyond_tolerance) == (0, 0, 0.0, False)
+    assert diff.summary() == "O: identical"
+
+
+def test_a_different_summation_order_stays_within_the_tolerance() -> None:
+    first = torch.randn(256, 128)
+    second = first + 1e-6 * torch.randn(256, 128)  # fp32 reduce-adds landing in another order
+    diff = rerun_difference("dQ", first, second, 1e-2)
+    assert diff.changed > 0 and 0 < diff.rel_l2 < 1e-5 and not diff.beyond_tolerance
+
+
+def test_outputs_that_differ_beyond_the_tolerance_or_in_what_was_written_point_to_a_race() -> None:
+    first = torch.randn(64, 64).to(torch.bfloat16)
+    second = first.clone()
+    second[:8] = torch.randn(8, 64).to(torch.bfloat16)  # rows another warp overwrote in one run only
+    diff = rerun_difference("O", first, second, 1e-2)
+    assert diff.beyond_tolerance and diff.rel_l2 > 0.1 and diff.written_once == 0
+    unwritten = first.clone()
+    poison(unwritten[5:6])  # a row the kernel wrote in one run and not in the other
+    once = rerun_difference("O", first, unwritten, 1e-2)
+    assert once.written_once == 64 and once.beyond_tolerance
+    assert once.summary() == "O: 64 of 4,096 elements changed, rel L2 0.00e+00, 64 written or finite in one run only"

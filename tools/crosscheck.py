@@ -1,0 +1,413 @@
+"""Static cross-checks of a module against its launch spec, before anything runs: two mistakes that otherwise
+cost a GPU run and a turn (garbage results, or a hang) are visible in the text.
+
+- swizzle: the swizzle mode in the wgmma / tcgen05 shared-memory descriptors the kernel builds, against the
+  swizzle of the tensor maps that load its operands;
+- expect_tx: the byte count an `mbarrier…expect_tx` announces, against the bytes of the TMA copies that complete
+  on the same barrier in the same straight-line code.
+
+Each is checked only where the values are constants, or built from recognisable immediates, in the text; anything
+else is "could not check", with the reason, never a guess. Register values are followed through their definitions
+(all of them, wherever they are: a flow-insensitive reading that stays exact for the constant-building code
+descriptors come from).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel
+
+from tasks.schema import DTYPE_BYTES, Arch, Task
+from tools import ptx as ptx_text
+from tools.plan import LaunchPlan, TensorMapPlan
+from tools.ptx import Statement
+
+Verdict = Literal["consistent", "mismatch", "unchecked"]
+MAX_VALUES = 64  # possible values a register may have before it counts as unknown
+MAX_STEPS = 100_000  # register evaluations per kernel: beyond them (a hostile module), everything is unknown
+MAX_DEPTH = 64  # definitions followed back from one operand (descriptor code takes a handful)
+# The swizzle field of a shared-memory matrix descriptor: bits 62-63 on sm_90a, 61-63 on sm_100a.
+SWIZZLE_FIELD = {Arch.SM_90A: (62, 2), Arch.SM_100A: (61, 3)}
+SWIZZLES = {
+    Arch.SM_90A: {0: "none", 1: "128B", 2: "64B", 3: "32B"},
+    Arch.SM_100A: {0: "none", 1: "128B (32-byte atoms)", 2: "128B", 4: "64B", 6: "32B"},
+}
+_INT = re.compile(r"^-?(?:0[xX][0-9a-fA-F]+|\d+)U?$")
+_BRACKET = re.compile(r"^\[\s*(.*?)\s*\]$")
+_BLOCK_END = re.compile(r"^(?:bra|ret|exit|brx|call|trap)\b")
+# (hi, lo) of a 64-bit value; lo None where only the high word is known (an address in the low word).
+Value = tuple[int, int | None]
+
+
+class CrossCheck(BaseModel):
+    """One check's outcome, for one launch's kernel."""
+
+    check: Literal["swizzle", "expect_tx"]
+    launch: int
+    kernel: str
+    line: int | None = None
+    verdict: Verdict
+    message: str
+
+
+def cross_check(ptx: str, plan: LaunchPlan, task: Task, arch: Arch, language: str = "ptx") -> list[CrossCheck]:
+    """Both checks for every launch whose kernel the module defines (`language`: what the answer was written in;
+    a CUDA answer's line numbers are those of the PTX NVRTC generated)."""
+    bodies = ptx_text.bodies(ptx)
+    entries = ptx_text.entries(ptx)
+    outputs = {t.name for t in task.outputs}
+    results = []
+    for index, launch in enumerate(plan.launches):
+        body = bodies.get(launch.kernel)
+        if body is None or launch.kernel not in entries:
+            continue
+        params = [p.name for p in entries[launch.kernel].params]
+        maps = {params[j]: a.tensor_map for j, a in enumerate(launch.args) if a.tensor_map and j < len(params)}
+        kernel = _Kernel(launch.kernel, index, body, maps, language == "cuda")
+        results += kernel.swizzle(arch, outputs)
+        results += kernel.expect_tx()
+    return results
+
+
+def cross_check_summary(checks: list[CrossCheck], shown: int = 2) -> str:
+    """One line per verdict for a module that passed: what was checked, and what could not be, with why."""
+    consistent = [c for c in checks if c.verdict == "consistent"]
+    unchecked = [c for c in checks if c.verdict == "unchecked"]
+    lines = []
+    if consistent:
+        kinds = sorted({c.check for c in consistent})
+        lines.append(f"static cross-checks consistent: {len(consistent)} ({', '.join(kinds)})")
+    if unchecked:
+        reasons = "; ".join(c.message for c in unchecked[:shown])
+        more = f" (and {len(unchecked) - shown} more)" if len(unchecked) > shown else ""
+        lines.append(f"could not check {len(unchecked)}: {reasons}{more}")
+    return "\n".join(lines)
+
+
+class _Kernel:
+    def __init__(self, name: str, index: int, body: list[Statement], maps: dict[str, TensorMapPlan], generated: bool):
+        self.name, self.index, self.body, self.maps = name, index, body, maps
+        self.lines_of = " (line numbers of the PTX that NVRTC generated)" if generated else ""
+        self.known: dict[str, frozenset[Value] | None] = {}  # registers evaluated whole
+        self.assumed: dict[str, frozenset[Value]] = {}  # registers being evaluated: their values so far
+        self.cut: list[str] = []  # the registers a cycle was cut at, in order
+        self.steps = MAX_STEPS
+        self.defs: dict[str, list[Statement]] = defaultdict(list)
+        for s in body:
+            if s.operands and s.opcode and not s.opcode.startswith(".") and s.operands[0].startswith("%"):
+                self.defs[s.operands[0]].append(s)
+
+    def _result(self, check: str, verdict: Verdict, message: str, line: int | None = None) -> CrossCheck:
+        return CrossCheck(check=check, launch=self.index, kernel=self.name, line=line, verdict=verdict,
+                          message=f"launches[{self.index}] ({self.name}): {message}{self.lines_of}")  # fmt: skip
+
+    # ------------------------------------------------------------------------------------ swizzle
+
+    def swizzle(self, arch: Arch, outputs: set[str]) -> list[CrossCheck]:
+        mmas = [s for s in self.body if s.opcode.startswith(("wgmma.mma_async", "tcgen05.mma"))]
+        if not mmas:
+            return []
+        loaded = {m.swizzle for m in self.maps.values() if m.tensor not in outputs}
+        if not loaded:
+            return [self._result("swizzle", "unchecked", "could not check the descriptors' swizzle: no tensor map "
+                                 "loads an input or scratch buffer")]  # fmt: skip
+        shift, width = SWIZZLE_FIELD[arch]
+        names = SWIZZLES[arch]
+        found: dict[str, list[int]] = defaultdict(list)  # swizzle name → lines of descriptors declaring it
+        unknown = []
+        for s in mmas:
+            for operand in s.operands[1:3]:  # the A and B descriptors (A is a register list or [tmem] otherwise)
+                if not operand.startswith("%"):
+                    continue
+                values = self.values(operand)
+                if values is None:
+                    unknown.append(s.line)
+                    continue
+                for hi, _ in values:
+                    mode = ((hi << 32) >> shift) & ((1 << width) - 1)
+                    found[names.get(mode, f"invalid ({mode})")].append(s.line)
+        if not found:
+            where = ", ".join(map(str, sorted(set(unknown))[:3]))
+            return [
+                self._result(
+                    "swizzle",
+                    "unchecked",
+                    "could not check the descriptors' swizzle: they are not "
+                    f"built from constants (the MMA at line {where})",
+                    unknown[0] if unknown else None,
+                )
+            ]
+        maps = ", ".join(f"{m.tensor} {m.swizzle}" for m in self.maps.values() if m.tensor not in outputs)
+        invalid = [n for n in found if n.startswith("invalid")]
+        if invalid or not set(found) & loaded:
+            lines = sorted({line for n in found for line in found[n]})
+            shown = ", ".join(f"{n} (lines {', '.join(map(str, sorted(set(found[n]))[:4]))})" for n in found)
+            return [self._result(
+                "swizzle", "mismatch",
+                f"the shared-memory descriptors declare swizzle {shown}, but the tensor maps that fill shared memory "
+                f"use {maps}: the MMA would read the tiles in another layout than TMA wrote them. Make the "
+                "descriptor's swizzle field match the tensor map's swizzle",
+                lines[0],
+            )]  # fmt: skip
+        note = f"; could not check the MMA at line {unknown[0]}" if unknown else ""
+        return [self._result("swizzle", "consistent", f"descriptor swizzle {', '.join(found)} matches the tensor "
+                             f"maps ({maps}){note}")]  # fmt: skip
+
+    # ---------------------------------------------------------------------------------- expect_tx
+
+    def expect_tx(self) -> list[CrossCheck]:
+        blocks = _blocks(self.body)
+        expects: dict[str, list[tuple[int, Statement]]] = defaultdict(list)
+        loads: dict[str, list[tuple[int, Statement]]] = defaultdict(list)
+        for b, block in enumerate(blocks):
+            for s in block:
+                if s.opcode.startswith(("mbarrier.arrive.expect_tx", "mbarrier.expect_tx")):
+                    bar = s.operands[1] if s.opcode.startswith("mbarrier.arrive") else s.operands[0]
+                    expects[_key(bar)].append((b, s))
+                elif _completes_on_barrier(s):
+                    loads[_key(s.operands[2])].append((b, s))
+        results = []
+        for bar, announced in expects.items():
+            results += self._expect_tx_of(bar, announced, loads.get(bar, []))
+        return results
+
+    def _expect_tx_of(self, bar: str, announced, arriving) -> list[CrossCheck]:
+        first = announced[0][1].line
+        if not arriving:
+            return [self._result("expect_tx", "unchecked", f"could not check the expect_tx at line {first}: no TMA "
+                                 f"copy names the barrier [{bar}] as written there", first)]  # fmt: skip
+        by_block: dict[int, list[Statement]] = defaultdict(list)
+        for b, s in arriving:
+            by_block[b].append(s)
+        blocks = {b for b, _ in announced}
+        if len(blocks) != len(announced) or set(by_block) != blocks:
+            return [self._result("expect_tx", "unchecked", f"could not check the expect_tx at line {first}: the copies "
+                                 f"completing on [{bar}] are not all in the same straight-line code as one expect_tx "
+                                 "(a loop, or branches, between them)", first)]  # fmt: skip
+        results = []
+        for b, s in announced:
+            results.append(self._compare(bar, s, by_block[b]))
+        return results
+
+    def _compare(self, bar: str, expect: Statement, copies: list[Statement]) -> CrossCheck:
+        announced = self.constant(expect.operands[-1])
+        if announced is None:
+            return self._result("expect_tx", "unchecked", f"could not check the expect_tx at line {expect.line}: its "
+                                f"byte count {expect.operands[-1]} is not a constant", expect.line)  # fmt: skip
+        if expect.guard and self.constant(expect.guard.lstrip("!")) == (1 if expect.guard.startswith("!") else 0):
+            return self._result("expect_tx", "unchecked", f"the expect_tx at line {expect.line} never runs: its "
+                                f"predicate {expect.guard} is always false", expect.line)  # fmt: skip
+        if not self._same_threads(expect, copies):
+            return self._result("expect_tx", "unchecked", f"could not check the expect_tx at line {expect.line}: it "
+                                "and the copies completing on it run under different predicates, so different "
+                                "threads (how many is not known here) may execute them", expect.line)  # fmt: skip
+        parts = []
+        for c in copies:
+            size = self._copy_bytes(c)
+            if isinstance(size, str):
+                return self._result("expect_tx", "unchecked", f"could not check the expect_tx at line {expect.line}: "
+                                    f"the copy at line {c.line} {size}", expect.line)  # fmt: skip
+            parts.append(size)
+        total = sum(b for _, b in parts)
+        listed = " + ".join(f"{b:,} ({what}, line {c.line})" for (what, b), c in zip(parts, copies, strict=True))
+        if total == announced:
+            return self._result("expect_tx", "consistent", f"expect_tx {announced:,} at line {expect.line} = {listed}",
+                                expect.line)  # fmt: skip
+        effect = "hangs: the phase never completes" if announced > total else "lets waiters in before all bytes land"
+        return self._result(
+            "expect_tx", "mismatch",
+            f"the expect_tx at line {expect.line} announces {announced:,} bytes on [{bar}], but the TMA copies that "
+            f"complete on it in the same code deliver {listed} = {total:,} bytes: the barrier {effect}. Announce "
+            "exactly the sum of the boxes (elements × element size) that complete on it",
+            expect.line,
+        )  # fmt: skip
+
+    def _same_threads(self, expect: Statement, copies: list[Statement]) -> bool:
+        """Whether the same threads execute the expect_tx and every copy: one guard (or none) for all, and the
+        guard not redefined among them. Then however many threads that is, both sides scale alike."""
+        if any(c.guard != expect.guard for c in copies):
+            return False
+        if expect.guard is None:
+            return True
+        lines = [expect.line, *(c.line for c in copies)]
+        register = expect.guard.lstrip("!")
+        return not any(min(lines) < d.line < max(lines) for d in self.defs.get(register, []))
+
+    def _copy_bytes(self, copy: Statement) -> tuple[str, int] | str:
+        """(what, bytes) of a copy, or why it cannot be known here."""
+        if any(x in copy.opcode for x in (".multicast", ".cta_group", "im2col", "gather4", "scatter4")):
+            return "is multicast, paired or not a plain tile copy (its bytes arrive in other CTAs too)"
+        if ".tensor" not in copy.opcode:  # a plain bulk copy: [dst], [src], size, [mbar]
+            size = self.constant(copy.operands[2]) if len(copy.operands) > 3 else None
+            return ("bulk copy", size) if size is not None else "copies a size that is not a constant"
+        source = _BRACKET.match(copy.operands[1])
+        tmap = self._param(ptx_text.split_operands(source.group(1))[0]) if source else None
+        plan = self.maps.get(tmap or "")
+        if plan is None:
+            return "reads a tensor map this check cannot trace to a launch argument"
+        elements = math.prod(math.ceil(b / s) for b, s in zip(plan.box, plan.element_strides, strict=True))
+        return f"{plan.tensor} box {plan.box[::-1]}", elements * DTYPE_BYTES[plan.dtype]
+
+    # ---------------------------------------------------------------------------------- values
+
+    def _param(self, operand: str, seen: frozenset[str] = frozenset()) -> str | None:
+        """The .param a tensor-map operand comes from, through `mov` and `cvta.param`."""
+        if not operand.startswith("%"):
+            return operand if operand in self.maps else None
+        if len(seen) > MAX_DEPTH:
+            return None
+        sources = set()
+        for d in self.defs.get(operand, []):
+            if not d.opcode.startswith(("mov.", "cvta.param")) or len(d.operands) != 2:
+                return None
+            if d.operands[1] not in seen | {operand}:  # `cvta.param %rd0, %rd0` adds nothing
+                sources.add(self._param(d.operands[1], seen | {operand}))
+        return sources.pop() if len(sources) == 1 else None
+
+    def constant(self, operand: str) -> int | None:
+        """An operand's value when it is one known constant."""
+        values = self.values(operand)
+        if values is None or len(values) != 1:
+            return None
+        hi, lo = next(iter(values))
+        return None if lo is None else (hi << 32) | lo
+
+    def values(self, operand: str, seen: frozenset[str] = frozenset()) -> frozenset[Value] | None:
+        """The possible (high word, low word) values of an operand over all of its definitions; the low word
+        None where it holds something unknown (an address); None when even the high word is unknown. A register
+        defined from itself (`or.b64 %rd2, %rd2, …`, hand-written code reuses registers) is iterated to a fixed
+        point: what it holds along the way counts too, which can only widen what is found."""
+        if _INT.match(operand):
+            n = int(operand.rstrip("U"), 0) & (2**64 - 1)
+            return frozenset({(n >> 32, n & 0xFFFFFFFF)})
+        if not operand.startswith("%"):
+            return None
+        if operand in seen:  # a cycle: what the register is known to hold so far
+            self.cut.append(operand)
+            return self.assumed.get(operand, frozenset())
+        if operand in self.known:
+            return self.known[operand]
+        definitions = self.defs.get(operand)
+        if not definitions or len(seen) > MAX_DEPTH:
+            return None
+        cuts = len(self.cut)
+        result: frozenset[Value] | None = frozenset()
+        while result is not None:
+            self.steps -= 1
+            self.assumed[operand] = result
+            grown: set[Value] | None = set(result)
+            for d in definitions:
+                got = self._evaluate(d, seen | {operand}) if self.steps >= 0 else None
+                grown = None if got is None else grown | got
+                if grown is None or len(grown) > MAX_VALUES:
+                    grown = None
+                    break
+            if grown is not None and grown == result:
+                break
+            result = None if grown is None else frozenset(grown)
+        del self.assumed[operand]
+        if all(name == operand for name in self.cut[cuts:]):  # no cycle through an outer register was cut short
+            self.known[operand] = result
+        return result
+
+    def _evaluate(self, d: Statement, seen: frozenset[str]) -> set[Value] | None:
+        """The values one definition gives its destination, or None when it is not constant-building code."""
+        op, args = d.opcode.split(".")[0], d.operands[1:]
+        wide = ".b32" not in d.opcode and ".u32" not in d.opcode and ".s32" not in d.opcode
+        mask = 2**64 - 1 if wide else 0xFFFFFFFF
+
+        def of(i: int) -> frozenset[Value] | None:
+            return self.values(args[i], seen) if i < len(args) else None
+
+        if op == "mov" and len(args) == 1 and args[0].startswith("{"):  # mov.b64 %rd, {lo, hi}
+            lo, hi = [*ptx_text.split_operands(args[0].strip("{}")), "", ""][:2]
+            his, los = self.values(hi, seen), self.values(lo, seen)
+            if his is None or any(h_lo is None for _, h_lo in his):
+                return None
+            low = next(iter(los))[1] if los is not None and len(los) == 1 else None
+            return {(h_lo, low) for _, h_lo in his}
+        if op == "mov" and len(args) == 1:
+            return None if of(0) is None else set(of(0))
+        if op == "cvt" and re.search(r"\.u64\.u(8|16|32)$", d.opcode):  # zero-extends: the high word is 0
+            return {(0, lo) for _, lo in of(0)} if of(0) is not None else {(0, None)}
+        if op in ("or", "and", "xor", "add") and len(args) == 2:
+            a, b = of(0), of(1)
+            if a is None or b is None:
+                return None
+            return {_mask(_combine(op, x, y), mask) for x in a for y in b}
+        if op == "shr" and ".u64" in d.opcode and len(args) == 2 and (n := self.constant(args[1])) is not None:
+            a = of(0)
+            return None if a is None else {_shift_right(x, n) for x in a}
+        if op == "shl" and len(args) == 2 and (n := self.constant(args[1])) is not None:
+            a = of(0)
+            if a is None or any(lo is None for _, lo in a):
+                return None
+            return {_split(((hi << 32 | lo) << n) & mask) for hi, lo in a}
+        if op == "selp" and len(args) == 3:
+            a, b = of(0), of(1)
+            return None if a is None or b is None else set(a | b)
+        return None
+
+
+def _mask(x: Value, mask: int) -> Value:
+    """A 32-bit operation's result: its high word is zero."""
+    if mask == 2**64 - 1:
+        return x
+    return 0, None if x[1] is None else x[1] & mask
+
+
+def _split(n: int) -> Value:
+    return n >> 32, n & 0xFFFFFFFF
+
+
+def _combine(op: str, x: Value, y: Value) -> Value:
+    """x op y on (hi, lo) values. An add does not carry out of a low word it does not know: a descriptor's low
+    word holds a 14-bit address and offset fields, which the small immediates added to it never overflow."""
+    (xh, xl), (yh, yl) = x, y
+    if xl is not None and yl is not None:
+        a, b = xh << 32 | xl, yh << 32 | yl
+        return _split({"or": a | b, "and": a & b, "xor": a ^ b, "add": (a + b) & (2**64 - 1)}[op])
+    hi = {"or": xh | yh, "and": xh & yh, "xor": xh ^ yh, "add": (xh + yh) & 0xFFFFFFFF}[op]
+    if op == "and" and (xl == 0 or yl == 0):
+        return hi, 0
+    return hi, None
+
+
+def _shift_right(x: Value, n: int) -> Value:
+    hi, lo = x
+    if lo is not None:
+        return _split((hi << 32 | lo) >> n)
+    return hi >> n if n < 32 else 0, None
+
+
+def _key(operand: str) -> str:
+    m = _BRACKET.match(operand.strip())
+    return re.sub(r"\s+", "", m.group(1) if m else operand)
+
+
+def _completes_on_barrier(s: Statement) -> bool:
+    """A bulk copy into shared memory whose completion is counted on an mbarrier."""
+    return (
+        s.opcode.startswith("cp.async.bulk.")
+        and ".global" in s.opcode
+        and "mbarrier::complete_tx" in s.opcode
+        and len(s.operands) >= 3
+    )
+
+
+def _blocks(body: Iterable[Statement]) -> list[list[Statement]]:
+    """Straight-line pieces: a label starts one, a branch, return or exit ends one."""
+    blocks: list[list[Statement]] = [[]]
+    for s in body:
+        if s.labels and blocks[-1]:
+            blocks.append([])
+        if s.opcode:
+            blocks[-1].append(s)
+        if _BLOCK_END.match(s.opcode):
+            blocks.append([])
+    return [b for b in blocks if b]
