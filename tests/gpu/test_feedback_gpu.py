@@ -51,7 +51,8 @@ def test_an_out_of_bounds_store_in_ptx_is_located_to_its_line_thread_and_tensor(
     assert (first.file, first.line, first.kernel) == ("kernel.ptx", store, "oob_store")
     assert first.kind.startswith("Invalid __global__ write of size 2 bytes") and first.block == [3, 0, 0]
     assert first.quoted == "st.global.b16 [%rd5], %h;"
-    assert "past the end of C (bfloat16 [8192, 7168]" in first.placed
+    assert "past the end of C (bfloat16 [8192, 7168]" in first.placed  # 2^40 bytes on: placed by its pointer
+    assert first.placed.endswith("the pointer this access is computed from")
     assert f"Located: Invalid __global__ write of size 2 bytes at line {store}: `st.global.b16" in ev.message
     assert run(gpu, answer("correct")).status is Status.PASSED  # the worker came back
 

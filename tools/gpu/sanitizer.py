@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from tasks.schema import DTYPE_BYTES, Arch
-from tools import procs
+from tools import pointers, procs
 from tools import ptx as ptx_text
 from tools.assemble import PTX_NAME
 from tools.gpu import launcher
@@ -157,9 +157,11 @@ def allocations(plan: LaunchPlan, addresses: dict[str, int]) -> list[Allocation]
     ]  # fmt: skip
 
 
-def place(address: int, size: int | None, buffers: list[Allocation]) -> str | None:
-    """Where a global address lies relative to the nearest buffer: inside it (byte offset and element index),
-    or how far before its start or past its end."""
+def place(address: int, size: int | None, buffers: list[Allocation], origin: str | None = None) -> str | None:
+    """Where a global address lies: against `origin` when the access is known to be computed from that buffer's
+    pointer (tools/pointers.py), else against the nearest buffer — inside it (byte offset and element index),
+    or how far before its start or past its end. An address further from every buffer than the nearest one's
+    own size is said to lie outside them all: nearness then tells nothing about which pointer was meant."""
     if not buffers:
         return None
 
@@ -168,16 +170,22 @@ def place(address: int, size: int | None, buffers: list[Allocation]) -> str | No
             return 0
         return min(abs(address - b.address), abs(address - b.address - b.bytes))
 
-    b = min(buffers, key=distance)
+    known = next((b for b in buffers if b.name == origin), None)
+    b = known or min(buffers, key=distance)
     what = f"{b.name} ({b.dtype} {b.shape}, {b.bytes:,} bytes)"
+    pointer = " — the pointer this access is computed from" if known else ""
+    if known is None and distance(b) > b.bytes:
+        side = "before the start" if address < b.address else "past the end"
+        return (f"outside every task buffer: {distance(b):,} bytes {side} of the nearest, {what} (an address this "
+                "far off comes from a wrong base pointer or an index that overflowed)")  # fmt: skip
     if address < b.address:
-        return f"{b.address - address:,} bytes before the start of {what}"
+        return f"{b.address - address:,} bytes before the start of {what}{pointer}"
     if address >= b.address + b.bytes:
-        return f"{address - b.address - b.bytes:,} bytes past the end of {what}"
+        return f"{address - b.address - b.bytes:,} bytes past the end of {what}{pointer}"
     offset = address - b.address
     index = _unravel(offset // DTYPE_BYTES[b.dtype], b.shape)
     overrun = ", and the access runs past its end" if size and offset + size > b.bytes else ""
-    return f"inside {what}, at byte {offset:,} = element {index}{overrun}"
+    return f"inside {what}, at byte {offset:,} = element {index}{overrun}{pointer}"
 
 
 def _unravel(flat: int, shape: list[int]) -> list[int]:
@@ -195,15 +203,43 @@ def _quote(file: str | None, line: object, sources: dict[str, list[str]]) -> str
     return None
 
 
-def explain(findings: list[Finding], sources: dict[str, list[str]], buffers: list[Allocation]) -> list[Finding]:
-    """The findings with their lines quoted (`sources`: file name → lines) and global addresses placed."""
+def explain(findings: list[Finding], sources: dict[str, list[str]], buffers: list[Allocation],
+            code: AccessCode | None = None) -> list[Finding]:  # fmt: skip
+    """The findings with their lines quoted (`sources`: file name → lines) and global addresses placed, against
+    the buffer the access's pointer comes from where `code` tells it."""
     for f in findings:
         f.quoted = _quote(f.file, f.line, sources)
         if f.other is not None:
             f.other_quoted = _quote(f.file, f.other.get("line"), sources)
         if f.address and "__global__" in f.kind:
-            f.placed = place(int(f.address, 16), f.access_bytes, buffers)
+            origin = code.tensor_of(f) if code else None
+            f.placed = place(int(f.address, 16), f.access_bytes, buffers, origin)
     return findings
+
+
+class AccessCode(BaseModel):
+    """The module's PTX and launch plan, to tell which task tensor a faulting access's address comes from."""
+
+    language: str
+    ptx: str
+    plan: LaunchPlan
+
+    def tensor_of(self, f: Finding) -> str | None:
+        """The one task buffer the access on the finding's line is computed from, or None when not one."""
+        if f.line is None or f.kernel is None:
+            return None
+        if self.language == "cuda":
+            lines = pointers.cuda_line_statements(self.ptx, SOURCE_NAME, f.line) if f.file == SOURCE_NAME else []
+        else:
+            lines = [f.line] if f.file in (None, PTX_NAME) else []
+        params = {p for line in lines for p in pointers.origins(self.ptx, line)}
+        entry = ptx_text.entries(self.ptx).get(f.kernel)
+        launch = next((x for x in self.plan.launches if x.kernel == f.kernel), None)
+        if entry is None or launch is None or len(entry.params) != len(launch.args):
+            return None
+        tensors = {launch.args[i].tensor for i, p in enumerate(entry.params) if p.name in params}
+        tensors.discard(None)
+        return tensors.pop() if len(tensors) == 1 else None
 
 
 def summary(findings: list[Finding], errors: int) -> str:
@@ -237,7 +273,7 @@ def find_sanitizer() -> Path | None:
 
 def sanitizer_stage(
     stage: Stage, cubin: bytes, plan: LaunchPlan, device: int, timeout_s: float,
-    sources: dict[str, list[str]] | None = None, note: str = "",
+    sources: dict[str, list[str]] | None = None, note: str = "", code: AccessCode | None = None,
 ) -> StageResult:  # fmt: skip
     """compute-sanitizer's `stage` tool (memcheck or racecheck) on the launch sequence: passed (nothing found),
     failed (the findings, told in the answer's terms), or skipped (no sanitizer, or it gave no report).
@@ -268,7 +304,7 @@ def sanitizer_stage(
         return _result(stage, StageState.SKIPPED, f"compute-sanitizer gave no summary: {tail}", start)
     if not findings:
         return _result(stage, StageState.PASSED, f"{tool}: nothing found", start, {"errors": 0})
-    explain(findings, sources or {}, allocations(plan, addresses))
+    explain(findings, sources or {}, allocations(plan, addresses), code)
     errors = int(counted.group(1)) if counted else len(findings)
     what = "shared-memory race(s)" if stage is Stage.RACECHECK else "memory error(s)"
     message = f"compute-sanitizer {tool}: {what} " + summary(findings, errors) + (f"\n{note}" if note else "")
@@ -293,4 +329,5 @@ def sanitize_module(
     else:
         sources = {PTX_NAME: module.ptx.splitlines()}
     note = f"No source lines: {copy.note}." if copy.cubin is None else ""
-    return sanitizer_stage(stage, copy.cubin or module.cubin, module.plan, device, timeout_s, sources, note)
+    code = AccessCode(language=module.language, ptx=module.ptx, plan=module.plan)
+    return sanitizer_stage(stage, copy.cubin or module.cubin, module.plan, device, timeout_s, sources, note, code)

@@ -96,7 +96,7 @@ def test_a_fault_in_a_ptx_answer_is_located_to_its_line_thread_and_tensor(saniti
     located = (
         f"Invalid __global__ write of size 4 bytes at line {store}: `st.global.b16 [%rd5], %h;` (oob_store+0x90), "
         "thread (0, 0, 0) of block (3, 0, 0): address 0x7f4464801000, 0 bytes past the end of C (bfloat16 "
-        "[8192, 7168], 117,440,512 bytes)"
+        "[8192, 7168], 117,440,512 bytes) — the pointer this access is computed from"
     )
     assert f"\nLocated: {located}" in outcome.message
     assert f"- {located} (and 4 more threads at the same instruction)" in memcheck.message

@@ -7,12 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.gpu.sanitizer import Allocation, explain, parse_findings, place, summary
+from tasks import get_task
+from tasks.schema import Arch
+from tests.gpu.kernels import OOB_CUDA, OOB_PTX, elementwise_answer, line_of
+from tools import pointers
+from tools.answer import extract_solution
+from tools.assemble import compile_source
+from tools.gpu.sanitizer import AccessCode, Allocation, Finding, explain, parse_findings, place, summary
+from tools.plan import plan_launches
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "gpu" / "recorded"
 BASE = 0x7F4464800000  # the recorded run's allocation (its report names it)
 C = Allocation(name="C", address=BASE, bytes=4096, dtype="float32", shape=[32, 32])
 A = Allocation(name="A", address=BASE - (1 << 21), bytes=8192, dtype="bfloat16", shape=[64, 64])
+TASK = get_task("gemm")
 
 
 def findings(name: str):
@@ -62,6 +70,32 @@ def test_addresses_are_placed_inside_before_and_past_the_nearest_buffer() -> Non
     assert place(BASE - 64, 4, [A, C]).startswith("64 bytes before the start of C")
     assert place(A.address + A.bytes + 8, 2, [A, C]).startswith("8 bytes past the end of A")
     assert place(BASE, 4, []) is None
+
+
+def test_a_far_address_is_placed_against_the_pointer_it_came_from_or_outside_every_buffer() -> None:
+    far = BASE + (1 << 40)  # what a store 2^40 bytes past C's start reaches (as the H200 run of 2026-12-01 did)
+    nearest = place(far, 2, [A, C])
+    assert nearest.startswith("outside every task buffer: ") and "wrong base pointer or an index" in nearest
+    told = place(far, 2, [A, C], origin="C")
+    assert told == (f"{far - BASE - C.bytes:,} bytes past the end of C (float32 [32, 32], 4,096 bytes) — the pointer "
+                    "this access is computed from")  # fmt: skip
+    assert place(BASE + 4, 4, [A, C], origin="C").startswith("inside C") and place(far, 2, [A, C], "Z") == nearest
+
+
+def test_the_pointer_an_access_comes_from_is_read_from_the_ptx_and_through_nvrtcs_lines() -> None:
+    plan = plan_launches(extract_solution(elementwise_answer("ptx", OOB_PTX, "oob_store")).launch, TASK, Arch.SM_90A)
+    store = line_of(OOB_PTX, "st.global")
+    assert pointers.origins(OOB_PTX, store) == {"c"} and pointers.origins(OOB_PTX, 1) == set()
+    code = AccessCode(language="ptx", ptx=OOB_PTX, plan=plan)
+    assert code.tensor_of(Finding(kind="Invalid __global__ write", kernel="oob_store", line=store)) == "C"
+    assert code.tensor_of(Finding(kind="Invalid __global__ write", kernel="oob_store", line=store - 1)) is None
+    compiled = compile_source("cuda", OOB_CUDA, Arch.SM_90A)  # NVRTC's PTX, with its .loc lines
+    cuda_line = line_of(OOB_CUDA, "c[i + past]")
+    (ptx_store,) = pointers.cuda_line_statements(compiled.ptx, "answer.cu", cuda_line)
+    assert compiled.ptx.splitlines()[ptx_store - 1].strip().startswith("st.global")
+    cuda = AccessCode(language="cuda", ptx=compiled.ptx, plan=plan)
+    assert cuda.tensor_of(Finding(kind="Invalid __global__ write", kernel="oob_store", file="answer.cu",
+                                  line=cuda_line)) == "C"  # fmt: skip
 
 
 def test_a_shared_memory_race() -> None:
