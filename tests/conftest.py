@@ -62,13 +62,7 @@ def dask_gpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 @pytest.fixture(scope="session")
 def dask_standins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Our scheduler and two sm_90a workers whose stand-in service takes 1.5 s per request, then passes."""
-    from tests.dask_cluster import Cluster
+    from tests.dask_cluster import standins
 
-    cluster = Cluster(tmp_path_factory.mktemp("dask-standins"))
-    try:
-        cluster.start("slow-a", Arch.SM_90A, standin=True)
-        cluster.start("slow-b", Arch.SM_90A, standin=True)
-        cluster.wait_for("slow-a", "slow-b")
+    with standins(tmp_path_factory.mktemp("dask-standins"), hold_s=1.5) as cluster:
         yield cluster
-    finally:
-        cluster.close()

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import dask
@@ -135,3 +137,17 @@ class Cluster:
                     process.kill()
         if self._config is not None:
             self._config.__exit__(None, None, None)
+
+
+@contextmanager
+def standins(folder: Path, hold_s: float) -> Iterator[Cluster]:
+    """Our scheduler and two sm_90a workers, slow-a and slow-b, whose stand-in service holds each request
+    `hold_s`, then passes."""
+    cluster = Cluster(folder, hold_s=hold_s)
+    try:
+        cluster.start("slow-a", Arch.SM_90A, standin=True)
+        cluster.start("slow-b", Arch.SM_90A, standin=True)
+        cluster.wait_for("slow-a", "slow-b")
+        yield cluster
+    finally:
+        cluster.close()

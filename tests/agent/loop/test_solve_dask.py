@@ -11,8 +11,7 @@ import pytest
 
 from agent.loop.run import execute, prepare
 from agent.loop.store import RunFolder
-from tasks.schema import Arch
-from tests.dask_cluster import Cluster
+from tests.dask_cluster import Cluster, standins
 from tools.schema import Status, StopReason
 
 HOLD_S = 8.0  # each request's time on the stand-in: the kill must land inside it, however loaded the machine
@@ -20,15 +19,9 @@ HOLD_S = 8.0  # each request's time on the stand-in: the kill must land inside i
 
 @pytest.fixture(scope="module")
 def dask_standins(tmp_path_factory: pytest.TempPathFactory):
-    """Our scheduler and two sm_90a workers whose stand-in service holds each request HOLD_S, then passes."""
-    cluster = Cluster(tmp_path_factory.mktemp("dask-lost"), hold_s=HOLD_S)
-    try:
-        cluster.start("slow-a", Arch.SM_90A, standin=True)
-        cluster.start("slow-b", Arch.SM_90A, standin=True)
-        cluster.wait_for("slow-a", "slow-b")
+    """The stand-in cluster with requests held long enough to be killed under."""
+    with standins(tmp_path_factory.mktemp("dask-lost"), hold_s=HOLD_S) as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 def test_a_worker_lost_under_an_attempt_leaves_the_run_resumable_without_a_duplicated_turn(
