@@ -23,6 +23,7 @@ from distributed import Client
 from tasks.schema import Arch
 from tools.gpu.dask_worker import worker_command
 from tools.gpu.devices import visible_count
+from tools.pool.dask import workers_of
 
 REPO = Path(__file__).resolve().parents[1]
 OURS = ["tools.gpu.dask_scheduler"]
@@ -102,16 +103,16 @@ class Cluster:
             time.sleep(0.2)
 
     def connected(self) -> set[str]:
-        return {w["name"] for w in self.client.scheduler_info(n_workers=-1)["workers"].values()}
+        return {w["name"] for w in workers_of(self.client).values()}
 
     def kill(self, name: str) -> None:
         """SIGKILL the worker process itself (not its nanny, which then starts a new one), and wait until the
         scheduler has seen it go."""
-        address = next(a for a, w in self.client.scheduler_info(n_workers=-1)["workers"].items() if w["name"] == name)
+        address = next(a for a, w in workers_of(self.client).items() if w["name"] == name)
         pid = self.client.run(os.getpid, workers=[address])[address]
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + START_S
-        while address in self.client.scheduler_info(n_workers=-1)["workers"]:
+        while address in workers_of(self.client):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the scheduler still lists {name} at {address} after its kill")
             time.sleep(0.05)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import dask
 import pytest
 
 from tasks.catalog import get_task
@@ -75,6 +76,18 @@ def test_requests_land_on_the_worker_of_their_arch(dask_gpus: Cluster) -> None:
         ]
     finally:
         pool.close()
+
+
+def test_the_workers_never_seem_gone_while_the_client_refreshes_its_cache(dask_gpus: Cluster) -> None:
+    """The client's periodic refresh of its scheduler cache (here every millisecond) must not make the pool see an
+    empty cluster, as reading Client.scheduler_info did on a loaded machine: 'every worker offering sm_90a left'."""
+    with dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}):
+        pool = DaskPool(dask_gpus.address)
+        try:
+            missing = [i for i in range(300) if pool.unavailable_reason(Arch.SM_90A) is not None]
+        finally:
+            pool.close()
+    assert missing == []
 
 
 def test_an_arch_no_worker_offers_is_unverified_at_once(dask_standins: Cluster) -> None:

@@ -36,6 +36,13 @@ ARCHS = {str(a) for a in Arch}
 T = TypeVar("T")
 
 
+def workers_of(client: Client) -> dict[str, dict[str, Any]]:
+    """The workers the scheduler knows now, by address, asked of it directly. Not Client.scheduler_info: it returns a
+    cache that the client's own refresh, every 2 s and without workers, can overwrite between its fetch and its
+    return, making every worker seem gone for a moment (distributed 2026.8)."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 class DaskPool:
     """The scheduler at `address`; it is reached on first use, as a GPU service starts its worker on first use."""
 
@@ -74,7 +81,7 @@ class DaskPool:
 
     def _workers(self) -> dict[str, dict[str, Any]]:
         """The scheduler's workers by address, as it knows them now."""
-        return self._ask(lambda client: client.scheduler_info(n_workers=-1)["workers"])
+        return self._ask(workers_of)
 
     # ----------------------------------------------------------------------------------- the Gpu protocol
 
