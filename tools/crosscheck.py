@@ -97,10 +97,7 @@ class _Kernel:
         self.assumed: dict[str, frozenset[Value]] = {}  # registers being evaluated: their values so far
         self.cut: list[str] = []  # the registers a cycle was cut at, in order
         self.steps = MAX_STEPS
-        self.defs: dict[str, list[Statement]] = defaultdict(list)
-        for s in body:
-            if s.operands and s.opcode and not s.opcode.startswith(".") and s.operands[0].startswith("%"):
-                self.defs[s.operands[0]].append(s)
+        self.defs = ptx_text.definitions(body)
 
     def _result(self, check: str, verdict: Verdict, message: str, line: int | None = None) -> CrossCheck:
         return CrossCheck(check=check, launch=self.index, kernel=self.name, line=line, verdict=verdict,

@@ -143,9 +143,14 @@ def split_operands(text: str) -> list[str]:
     return [*out, tail] if tail or out else out
 
 
+# Debug directives end at the line's end, not at a semicolon: left in, they would swallow the statement after
+# them (NVRTC puts a `.loc` before most statements).
+_LINE_DIRECTIVE = re.compile(r"^[ \t]*\.(?:loc|file)\b[^\n]*", re.MULTILINE)
+
+
 def bodies(ptx: str) -> dict[str, list[Statement]]:
     """Every .entry's body as statements (labels that end it are kept with an empty opcode), in order."""
-    text = strip_comments(ptx)
+    text = _LINE_DIRECTIVE.sub("", strip_comments(ptx))
     found = {}
     heads = list(_ENTRY.finditer(text))
     for i, m in enumerate(heads):
@@ -162,6 +167,15 @@ def bodies(ptx: str) -> dict[str, list[Statement]]:
                 break
         found[m.group(1)] = _statements(text[brace + 1 : end], text.count("\n", 0, brace + 1) + 1)
     return found
+
+
+def definitions(body: list[Statement]) -> dict[str, list[Statement]]:
+    """Register → the statements that write it (their first operand; every one, wherever it is)."""
+    defs: dict[str, list[Statement]] = {}
+    for s in body:
+        if s.operands and s.opcode and not s.opcode.startswith(".") and s.operands[0].startswith("%"):
+            defs.setdefault(s.operands[0], []).append(s)
+    return defs
 
 
 def _statements(body: str, first_line: int) -> list[Statement]:

@@ -8,7 +8,7 @@ import pytest
 from tasks.schema import Arch
 from tools import nvrtc, procs
 from tools.assemble import compile_cuda
-from tools.ptx import entries
+from tools.ptx import bodies, entries
 
 WGMMA_CUDA = """\
 #include <cuda_bf16.h>
@@ -64,6 +64,20 @@ def test_cuda_with_inline_wgmma_compiles_for_sm_90a(wgmma_cuda):
     entry = entries(wgmma_cuda.ptx)["scale"]
     assert [p.type for p in entry.params] == [".u64", ".f32", ".u32"]
     assert entry.maxntid == [128, 1, 1]
+
+
+def test_every_statement_of_nvrtcs_ptx_is_read_past_its_line_directives(wgmma_cuda):
+    """NVRTC writes a `.loc` line, with no semicolon, before most statements: each must stay its own statement."""
+    (body,) = bodies(wgmma_cuda.ptx).values()
+    lines = [text.strip() for text in wgmma_cuda.ptx.splitlines()]
+    entry = next(n for n, text in enumerate(lines, start=1) if ".entry" in text)
+    assert any(text.startswith(".loc") for text in lines[entry:])
+    statements = [n for n, text in enumerate(lines, start=1) if n > entry and text.endswith(";")
+                  and not text.startswith((".loc", ".file", ".reg", "//"))]  # fmt: skip
+    read = {s.line for s in body if s.opcode}
+    assert [n for n in statements if n not in read] == []
+    assert any(s.opcode.startswith("ld.param") for s in body)
+    assert not any(s.opcode.startswith(".loc") or ".loc" in " ".join(s.operands) for s in body)
 
 
 def test_cuda_with_inline_tcgen05_compiles_for_sm_100a():
