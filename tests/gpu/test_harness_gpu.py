@@ -28,12 +28,6 @@ TASK = get_task("gemm")
 QUICK = EvalOptions(trials=2, seed=7, time=False, profile=False, timeout_s=120)
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    with GpuService() as service:
-        yield service
-
-
 def run(gpu: GpuService, text: str, options: EvalOptions = QUICK) -> Evaluation:
     return evaluate_answer(text, TASK, Arch.SM_90A, options, gpu)
 

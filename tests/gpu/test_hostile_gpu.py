@@ -15,14 +15,6 @@ from tools.schema import Stage, Status
 pytestmark = pytest.mark.hopper
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    from tools.gpu.service import GpuService
-
-    with GpuService() as service:
-        yield service
-
-
 def test_scratch_that_does_not_fit_is_a_launch_error_and_the_worker_stays_healthy(gpu):
     module = module_of(answer("correct"))
     # 200 GiB of scratch: over any GPU's memory (the planner caps scratch at 16 GiB; a plan is data, so test

@@ -22,12 +22,6 @@ TASK = get_task("gemm")
 PERF = EvalOptions(trials=1, seed=4, profile="perf")
 
 
-@pytest.fixture(scope="module")
-def gpu():
-    with GpuService() as service:
-        yield service
-
-
 def perf_of(gpu: GpuService, fixture: str) -> Evaluation:
     ev = evaluate_answer((FIXTURES / fixture).read_text(), TASK, Arch.SM_90A, PERF, gpu)
     assert ev.status is Status.PASSED, ev.message
