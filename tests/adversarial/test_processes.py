@@ -19,15 +19,17 @@ from tools import procs
 HEADER = ".version 8.0\n.target sm_90a\n.address_size 64\n"
 
 
-def children(pid: int, name: str) -> list[int]:
+def children(pid: int, name: str, argument: str = "") -> list[int]:
+    """The children of `pid` running `name` whose command line holds `argument`."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             comm = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
+            args = (stat.parent / "cmdline").read_bytes().decode(errors="replace").split("\0")
         except OSError:
             continue
-        if int(fields[1]) == pid and comm == name:
+        if int(fields[1]) == pid and comm == name and any(argument in a for a in args):
             found.append(int(stat.parent.name))
     return found
 
@@ -59,8 +61,9 @@ def test_kill_9_during_compile_takes_ptxas_along_and_the_next_start_sweeps(tmp_p
     slow = tmp_path / "slow.ptx"  # 10,000 entries: ptxas works on it for minutes
     slow.write_text(HEADER + "".join(f".visible .entry k{i}()\n{{\nret;\n}}\n" for i in range(10_000)))
     parent = compile_process(slow, own_temp_folder)
-    assert wait_for(lambda: children(parent.pid, "ptxas"), 60), "ptxas never started"
-    (ptxas,) = children(parent.pid, "ptxas")
+    # the assembling ptxas, not the `ptxas --version` the tool lookup runs first (it has no temp folder yet)
+    assert wait_for(lambda: children(parent.pid, "ptxas", "-arch"), 60), "ptxas never started"
+    (ptxas,) = children(parent.pid, "ptxas", "-arch")
     left = list(own_temp_folder.glob(f"ptxbench-{parent.pid}-ptxas-*"))
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
