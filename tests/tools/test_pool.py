@@ -24,10 +24,13 @@ FILL = (Path(__file__).parents[1] / "fixtures" / "agent" / "fill_ok.md").read_te
 
 
 class FakeService:
-    """Stands in for a GpuService: one GPU of compute capability `cc`; counts overlapping evaluations."""
+    """Stands in for a GpuService: one GPU of compute capability `cc`; counts overlapping evaluations. An
+    evaluation takes `hold_s`, or, given a `gate`, lasts until the test opens it."""
 
-    def __init__(self, name: str, cc: tuple[int, int] = (9, 0), hold_s: float = 0.0):
-        self.name, self.cc, self.hold_s = name, cc, hold_s
+    def __init__(
+        self, name: str, cc: tuple[int, int] = (9, 0), hold_s: float = 0.0, gate: threading.Event | None = None
+    ):
+        self.name, self.cc, self.hold_s, self.gate = name, cc, hold_s, gate
         self.active = self.most_active = self.evaluations = self.closed = 0
         self.on_evaluate = lambda: None
 
@@ -42,7 +45,10 @@ class FakeService:
         self.on_evaluate()
         self.active += 1
         self.most_active = max(self.most_active, self.active)
-        time.sleep(self.hold_s)
+        if self.gate is not None:
+            assert self.gate.wait(60), "the test never opened the gate"
+        else:
+            time.sleep(self.hold_s)
         self.evaluations += 1
         self.active -= 1
         stages = [StageResult(name=n, state=StageState.PASSED) for n in ("run", "check")]
@@ -61,14 +67,23 @@ def built(arch: Arch = Arch.SM_90A):
     return task, build(extract(task, arch, answer=answer), task, arch, EvalOptions())
 
 
+def wait_until(condition, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)
+
+
 def test_evaluations_go_to_the_least_busy_gpu_of_the_arch() -> None:
-    a, b, blackwell = FakeService("a", hold_s=0.3), FakeService("b", hold_s=0.3), FakeService("bw", cc=(10, 0))
+    gate = threading.Event()
+    a, b, blackwell = FakeService("a", gate=gate), FakeService("b"), FakeService("bw", cc=(10, 0))
     pool = LocalPool([a, b, blackwell])  # type: ignore[list-item]
     task, static = built()
     first = threading.Thread(target=lambda: pool.evaluate(task, Arch.SM_90A, static.module, EvalOptions()))
     first.start()
-    time.sleep(0.1)  # a is busy now
+    wait_until(lambda: a.active == 1)  # a is busy now
     assert pool.evaluate(task, Arch.SM_90A, static.module, EvalOptions()).device == "b"
+    gate.set()
     first.join()
     assert (a.evaluations, b.evaluations, blackwell.evaluations) == (1, 1, 0)
     assert pool.evaluate(task, Arch.SM_100A, static.module, EvalOptions()).device == "bw"
@@ -77,15 +92,17 @@ def test_evaluations_go_to_the_least_busy_gpu_of_the_arch() -> None:
 
 
 def test_the_pool_tells_what_each_gpu_runs_and_holds_queued() -> None:
-    hopper, blackwell = FakeService("h", hold_s=0.4), FakeService("b", cc=(10, 0))
+    gate = threading.Event()
+    hopper, blackwell = FakeService("h", gate=gate), FakeService("b", cc=(10, 0))
     pool = LocalPool([hopper, blackwell])  # type: ignore[list-item]
     task, static = built()
     threads = [threading.Thread(target=pool.evaluate, args=(task, Arch.SM_90A, static.module, EvalOptions()))
                for _ in range(3)]  # fmt: skip
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    wait_until(lambda: hopper.active == 1 and pool.load()[0].queued == 2)  # all three handed to the pool
     assert pool.load() == [Load("sm_90a", "local", 1, 2), Load("sm_100a", "local", 0, 0)]
+    gate.set()
     for t in threads:
         t.join()
     assert pool.load() == [Load("sm_90a", "local", 0, 0), Load("sm_100a", "local", 0, 0)]
