@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.adversarial.helpers import REPO
+from tests.waiting import wait_for
 from tools import procs
 
 HEADER = ".version 8.0\n.target sm_90a\n.address_size 64\n"
@@ -40,15 +41,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
-
-
-def wait_for(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def compile_process(path: Path, own_temp_folder: Path) -> subprocess.Popen:

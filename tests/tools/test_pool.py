@@ -12,6 +12,7 @@ import pytest
 
 from tasks.catalog import get_task
 from tasks.schema import Arch
+from tests.waiting import wait_for
 from tools.gpu.base import GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, visible_count
 from tools.options import EvalOptions
@@ -67,13 +68,6 @@ def built(arch: Arch = Arch.SM_90A):
     return task, build(extract(task, arch, answer=answer), task, arch, EvalOptions())
 
 
-def wait_until(condition, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.01)
-
-
 def test_evaluations_go_to_the_least_busy_gpu_of_the_arch() -> None:
     gate = threading.Event()
     a, b, blackwell = FakeService("a", gate=gate), FakeService("b"), FakeService("bw", cc=(10, 0))
@@ -81,7 +75,7 @@ def test_evaluations_go_to_the_least_busy_gpu_of_the_arch() -> None:
     task, static = built()
     first = threading.Thread(target=lambda: pool.evaluate(task, Arch.SM_90A, static.module, EvalOptions()))
     first.start()
-    wait_until(lambda: a.active == 1)  # a is busy now
+    assert wait_for(lambda: a.active == 1, 30), "a never started"  # a is busy now
     assert pool.evaluate(task, Arch.SM_90A, static.module, EvalOptions()).device == "b"
     gate.set()
     first.join()
@@ -100,7 +94,7 @@ def test_the_pool_tells_what_each_gpu_runs_and_holds_queued() -> None:
                for _ in range(3)]  # fmt: skip
     for t in threads:
         t.start()
-    wait_until(lambda: hopper.active == 1 and pool.load()[0].queued == 2)  # all three handed to the pool
+    assert wait_for(lambda: hopper.active == 1 and pool.load()[0].queued == 2, 30), "three never held"
     assert pool.load() == [Load("sm_90a", "local", 1, 2), Load("sm_100a", "local", 0, 0)]
     gate.set()
     for t in threads:
