@@ -64,6 +64,12 @@ class EvalOptions(BaseModel):
         description="A speedup above this is re-measured and re-checked on fresh inputs before it is reported, "
         "and flagged if it stands.",
     )
+    timing_blocks: int | None = Field(
+        None, ge=3, description="Paired timing's alternating blocks; unset: tools/gpu/timing.py's default."
+    )
+    timing_block_runs: int | None = Field(
+        None, ge=1, description="Runs of each of the two per paired block; unset: tools/gpu/timing.py's default."
+    )
     static_timeout_s: float = Field(
         60.0, gt=0, allow_inf_nan=False,
         description="Wall-clock limit for the static stages of one attempt (NVRTC, ptxas, nvdisasm together, s).",

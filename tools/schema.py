@@ -255,8 +255,9 @@ class Evaluation(BaseModel):
     )
     speedup_interval: list[float] | None = Field(
         None,
-        description="[lowest, highest] per-block ratio: holds the true median ratio with probability "
-        "1 − 2^(1−blocks) (97% for 6 blocks).",
+        description="The order-statistic interval of the per-block ratios' median: the k-th lowest and k-th "
+        "highest ratio, k the largest holding the true median ratio with probability ≥ 95% "
+        "(tools/gpu/timing.py median_interval); with 6 blocks or fewer the lowest and highest.",
     )
     timing_flags: list[str] = Field(
         default_factory=list,

@@ -16,6 +16,7 @@ from tools.assemble import compile_source
 from tools.gpu.base import CompiledModule
 from tools.gpu.sanitizer import sanitizer_stage
 from tools.gpu.service import GpuService
+from tools.gpu.timing import TimingOptions
 from tools.options import EvalOptions
 from tools.pipeline import build, evaluate_answer, extract
 from tools.plan import plan_launches
@@ -48,7 +49,7 @@ def test_triton_tma_gemm_passes_and_its_targets_execute(gpu):
     # Paired timing: the speedup inside its interval, the paper's figure beside it, the GPU's state sampled
     # during both halves of the pairs (NVML is on the GPU image).
     low, high = ev.speedup_interval
-    assert low <= ev.speedup <= high and len(detail["paired"]["block_speedups"]) == 6
+    assert low <= ev.speedup <= high and len(detail["paired"]["block_speedups"]) == TimingOptions().blocks
     assert detail["paper"]["speedup"] > 0.3 and detail["first"] is None
     state = detail["gpu_state"]
     assert state["recorded"], state["note"]

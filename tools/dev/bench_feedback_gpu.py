@@ -90,7 +90,9 @@ def _note(r: dict) -> str:
         return "ERROR: " + r["error"].strip().splitlines()[-1][:90]
     found = r.get("finding") or {}
     if found.get("line") is not None:
-        where = f"{found.get('file')}:{found.get('line')} block {found.get('block')} thread {found.get('thread')}"
+        where = f"{found.get('file')}:{found.get('line')}" + "".join(
+            f" {key} {found[key]}" for key in ("block", "thread") if found.get(key) is not None
+        )  # racecheck's reports name no thread
         other = (found.get("other") or {}).get("line")
         return where + (f" and line {other}" if other else "") + (f"; {found['placed']}" if found.get("placed") else "")
     if "likely_race" in r:

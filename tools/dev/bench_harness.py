@@ -1,11 +1,12 @@
-"""`python -m tools.dev.bench_harness [--out DIR] [--repeats N]`: what the harness costs and how far its timings
-can be trusted, on an H200 (a script, not a test; its figures go into README's Performance section). Each
-part runs on its own, so one that fails leaves the others' figures; the JSON goes to DIR/bench_harness.json
-and a short table is printed last.
+"""`python -m tools.dev.bench_harness [--out DIR] [--repeats N] [--blocks 30x3,6x15] [--parts …]`: what the
+harness costs and how far its timings can be trusted, on an H200 (a script, not a test; its figures go into
+README's Performance section). Each part runs on its own, so one that fails leaves the others' figures; the
+JSON goes to DIR/bench_harness.json and a short table is printed last.
 
 - reproducibility: the GEMM and forward-attention reference answers, each evaluated N times in separate worker
   processes: the paired speedup's max/min − 1 (the target is ≤ 2%), and the paper's separate-medians figure
-  from the same evaluations beside it;
+  from the same evaluations beside it; with several paired block shapes (--blocks, BLOCKSxRUNS each, the
+  harness's default first), each evaluation round measures every shape in turn, so they share the GPU's state;
 - cost: per-stage wall time of an attempt (the Triton TMA GEMM fixture) on the GEMM task with a warm worker
   (median of N), extract → time with paired timing included (the target is ≤ 1.5 s), the first attempt's,
   and a worker restart's;
@@ -28,6 +29,7 @@ from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tools.gpu.service import GpuService
+from tools.gpu.timing import TimingOptions
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
 from tools.schema import Evaluation, Stage, Status
@@ -35,6 +37,8 @@ from tools.schema import Evaluation, Stage, Status
 ARCH = Arch.SM_90A
 FIXTURE = Path(__file__).parents[2] / "tests" / "fixtures" / "gpu" / "triton_gemm_tma.md"
 TO_TIME = ("extract", "compile", "sass", "abi", "run", "check", "time")
+PARTS = ("reproducibility_gemm", "reproducibility_attn_fwd", "cost", "hang", "fidelity")
+DEFAULT_SHAPE = (TimingOptions().blocks, TimingOptions().block_runs)
 
 
 def stage_times(evaluation: Evaluation) -> dict[str, float]:
@@ -52,31 +56,56 @@ def answer_for(alias: str) -> str:
     return text
 
 
-def reproducibility(alias: str, repeats: int) -> dict[str, Any]:
-    """The same answer, the same inputs, a fresh worker process for each evaluation."""
+def block_shapes(text: str) -> list[tuple[int, int]]:
+    """'30x3,6x15' → [(30, 3), (6, 15)]: paired blocks × runs of each per block."""
+    shapes = []
+    for part in text.split(","):
+        blocks, _, runs = part.strip().partition("x")
+        if not (blocks.isdigit() and runs.isdigit()):
+            raise argparse.ArgumentTypeError(f"{part!r}: expected BLOCKSxRUNS, e.g. 30x3")
+        shapes.append((int(blocks), int(runs)))
+    return shapes
+
+
+def reproducibility(alias: str, repeats: int, shapes: list[tuple[int, int]]) -> dict[str, Any]:
+    """The same answer, the same inputs, a fresh worker process for each evaluation; per round, every block
+    shape in turn."""
     task, answer = get_task(alias), answer_for(alias)
-    runs = []
+    runs: dict[str, list[dict[str, Any]]] = {f"{b}x{r}": [] for b, r in shapes}
     with GpuService() as gpu:
         for _ in range(repeats):
-            gpu.restart()
-            ev = evaluate_answer(answer, task, ARCH, EvalOptions(seed=11, profile=False), gpu)
-            if ev.status is not Status.PASSED:
-                raise RuntimeError(f"{alias}: {ev.status}: {ev.message}")
-            detail = ev.stage(Stage.TIME).detail
-            runs.append({
-                "speedup": ev.speedup,
-                "interval": ev.speedup_interval,
-                "kernel_ms": ev.kernel_ms,
-                "baseline_ms": ev.baseline_ms,
-                "paper_speedup": detail["paper"]["speedup"],
-                "paper_baseline_trials_ms": detail["paper"]["baseline"]["trial_medians"],
-                "flags": ev.timing_flags,
-                "gpu_state": detail["gpu_state"],
-                "time_stage_s": ev.stage(Stage.TIME).seconds,
-            })  # fmt: skip
+            for blocks, block_runs in shapes:
+                gpu.restart()
+                options = EvalOptions(seed=11, profile=False, timing_blocks=blocks, timing_block_runs=block_runs)
+                runs[f"{blocks}x{block_runs}"].append(
+                    measured(alias, evaluate_answer(answer, task, ARCH, options, gpu))
+                )
+    return {"task": task.name, "shapes": {name: summary(rs) for name, rs in runs.items()}}
+
+
+def measured(alias: str, ev: Evaluation) -> dict[str, Any]:
+    """What one evaluation's time stage measured."""
+    if ev.status is not Status.PASSED:
+        raise RuntimeError(f"{alias}: {ev.status}: {ev.message}")
+    detail = ev.stage(Stage.TIME).detail
+    return {
+        "speedup": ev.speedup,
+        "interval": ev.speedup_interval,
+        "kernel_ms": ev.kernel_ms,
+        "baseline_ms": ev.baseline_ms,
+        "paper_speedup": detail["paper"]["speedup"],
+        "paper_baseline_trials_ms": detail["paper"]["baseline"]["trial_medians"],
+        "flags": ev.timing_flags,
+        "gpu_state": detail["gpu_state"],
+        "block_speedups": detail["paired"]["block_speedups"],
+        "time_stage_s": ev.stage(Stage.TIME).seconds,
+    }
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     paired, paper = [r["speedup"] for r in runs], [r["paper_speedup"] for r in runs]
-    return {"task": task.name, "runs": runs, "paired": paired, "paper": paper,
-            "paired_wobble": wobble(paired), "paper_wobble": wobble(paper)}  # fmt: skip
+    return {"runs": runs, "paired": paired, "paper": paper, "paired_wobble": wobble(paired),
+            "paper_wobble": wobble(paper)}  # fmt: skip
 
 
 def cost(repeats: int) -> dict[str, Any]:
@@ -169,15 +198,16 @@ def table(results: dict[str, Any]) -> str:
     """The figures README reports, one line each; a part that failed says so."""
     lines = []
     for alias in ("gemm", "attn_fwd"):
-        r = results.get(f"reproducibility_{alias}", {})
-        if "error" in r or not r:
-            lines.append(f"reproducibility {alias}: FAILED ({r.get('error', 'not run')})")
+        result = results.get(f"reproducibility_{alias}", {})
+        if "error" in result or not result:
+            lines.append(f"reproducibility {alias}: FAILED ({result.get('error', 'not run')})")
             continue
-        verdict = "ok" if r["paired_wobble"] <= 0.02 else "OVER 2%"
-        lines.append(f"reproducibility {alias} paired: {', '.join(f'{s:.3f}' for s in r['paired'])} → max/min − 1 "
-                     f"{100 * r['paired_wobble']:.2f}% ({verdict})")  # fmt: skip
-        lines.append(f"reproducibility {alias} paper's: {', '.join(f'{s:.3f}' for s in r['paper'])} → max/min − 1 "
-                     f"{100 * r['paper_wobble']:.2f}%")  # fmt: skip
+        for shape, r in result["shapes"].items():
+            verdict = "ok" if r["paired_wobble"] <= 0.02 else "OVER 2%"
+            lines.append(f"reproducibility {alias} {shape} paired: {', '.join(f'{s:.3f}' for s in r['paired'])} → "
+                         f"max/min − 1 {100 * r['paired_wobble']:.2f}% ({verdict})")  # fmt: skip
+            lines.append(f"reproducibility {alias} {shape} paper's: {', '.join(f'{s:.3f}' for s in r['paper'])} → "
+                         f"max/min − 1 {100 * r['paper_wobble']:.2f}%")  # fmt: skip
     c = results.get("cost", {})
     if "extract_to_time_s" in c:
         verdict = "ok" if c["extract_to_time_s"] <= 1.5 else "OVER 1.5 s"
@@ -209,16 +239,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None, help="folder for bench_harness.json")
+    parser.add_argument("--blocks", type=block_shapes, default=[DEFAULT_SHAPE],
+                        help="paired block shapes to compare: BLOCKSxRUNS, comma-separated")  # fmt: skip
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     args = parser.parse_args()
     parts = {
-        "reproducibility_gemm": lambda: reproducibility("gemm", args.repeats),
-        "reproducibility_attn_fwd": lambda: reproducibility("attn_fwd", args.repeats),
+        "reproducibility_gemm": lambda: reproducibility("gemm", args.repeats, args.blocks),
+        "reproducibility_attn_fwd": lambda: reproducibility("attn_fwd", args.repeats, args.blocks),
         "cost": lambda: cost(args.repeats),
         "hang": hang,
         "fidelity": fidelity,
     }
+    wanted = [p.strip() for p in args.parts.split(",") if p.strip()]
+    if unknown := [p for p in wanted if p not in parts]:
+        parser.error(f"unknown part {', '.join(unknown)}; parts: {', '.join(PARTS)}")
     results: dict[str, Any] = {}
-    for name, part in parts.items():
+    for name in wanted:
+        part = parts[name]
         start = time.perf_counter()
         try:
             results[name] = part()

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pydantic import BaseModel, Field
 
 INTERVAL_S = 0.005
-NOISY_SPREAD = 0.04  # blocks spanning more than this: the interval is wider than the ±2% the harness aims for
+NOISY_SPREAD = 0.04  # an interval wider than this share of the speedup is wider than the ±2% the harness aims for
 SLOWDOWN_SHARE = 0.1  # of a phase's samples, before a slowdown counts (one sample can straddle a phase change)
 REASONS = {  # NVML's clock-event reason bits (nvmlClocksEventReason*)
     1: "gpu_idle",
@@ -122,9 +122,9 @@ def summarize_state(samples: list[GpuSample], max_sm_mhz: int | None, power_limi
 
 
 def noisy_flag(spread: float, state: GpuState, library: str) -> str | None:
-    """'noisy — …' when the paired blocks disagree by more than NOISY_SPREAD or a thermal or hardware
+    """'noisy — …' when the speedup's interval is wider than NOISY_SPREAD of it or a thermal or hardware
     slowdown held in SLOWDOWN_SHARE of a phase's samples; the throttling seen says why. None otherwise."""
-    causes = [f"the per-block speedups span {spread:.1%}"] if spread > NOISY_SPREAD else []
+    causes = [f"the speedup's interval spans {spread:.1%}"] if spread > NOISY_SPREAD else []
     slowed = any(state.share(r, p) >= SLOWDOWN_SHARE for r in SLOWDOWNS for p in state.phases)
     if not causes and not slowed:
         return None

@@ -87,7 +87,7 @@ class _Attempt:
         self.worker, self.task, self.plan, self.cubin, self.options = worker, task, plan, cubin, options
         self.trials = options.trials
         self.seed = options.seed or 0  # the service always sends the seed it chose
-        self.timing = TimingOptions()
+        self.timing = TimingOptions.of(options)
         self.module = None
         self.metrics: dict[str, Any] = {}
         self.launches_done = 0

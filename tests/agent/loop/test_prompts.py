@@ -127,7 +127,7 @@ def test_feedback_content() -> None:
     assert "- wgmma executed: 32,768 (required)" in passed
     assert "Solved: correct, targets executed, and fast enough." in passed
     assert "That was the last turn." in passed
-    flag = "noisy — the per-block speedups span 6.2%; power cap throttling during 40% of the candidate's samples"
+    flag = "noisy — the speedup's interval spans 6.2%; power cap throttling during 40% of the candidate's samples"
     noisy = evaluation(Status.PASSED).model_copy(update={"timing_flags": [flag]})
     text = feedback_message(noisy, task, Arch.SM_90A, turn=1, max_turns=1, target_speedup=1.0)
     assert f"Speedup: 1.070× the baseline.\ntiming: {flag}\n" in text

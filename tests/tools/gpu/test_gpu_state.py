@@ -60,7 +60,7 @@ def test_a_power_cap_alone_is_reported_but_is_not_noise() -> None:
 def test_blocks_that_disagree_are_noisy_and_the_throttling_says_why() -> None:
     flag = noisy_flag(0.062, state(), "cuBLAS")
     assert flag == (
-        "noisy — the per-block speedups span 6.2%; "
+        "noisy — the speedup's interval spans 6.2%; "
         "power cap throttling during 0% of the candidate's samples and 100% of cuBLAS's"
     )
     assert noisy_flag(0.04, state(), "cuBLAS") is None  # the 4% limit itself is not over it
@@ -82,7 +82,7 @@ def test_no_samples_is_not_recorded() -> None:
     s = summarize_state([], 1980, 700.0)
     assert not s.recorded and s.note.startswith("not recorded: ")
     assert noisy_flag(0.01, s, "cuBLAS") is None
-    assert noisy_flag(0.05, s, "cuBLAS") == "noisy — the per-block speedups span 5.0%"
+    assert noisy_flag(0.05, s, "cuBLAS") == "noisy — the speedup's interval spans 5.0%"
 
 
 class Replay:

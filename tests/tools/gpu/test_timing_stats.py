@@ -1,14 +1,25 @@
 """The timing statistics on recorded run times (no GPU): the paper's figure is the mean of the trials' medians;
-the paired figure is the median of per-block ratios, whose range is its interval; the run plan fits the
-budget. The verdicts a reader draws from these numbers are only as good as these functions."""
+the paired figure is the median of per-block ratios, with the order-statistic interval for a median; the run
+plan fits the budget. The verdicts a reader draws from these numbers are only as good as these functions."""
 
 from __future__ import annotations
 
 import statistics
 
 import pytest
+from pydantic import ValidationError
 
-from tools.gpu.timing import FLOOR, RunPlan, TimingOptions, plan_runs, summarize_pairs, summarize_runs, warmup_runs
+from tools.gpu.timing import (
+    FLOOR,
+    RunPlan,
+    TimingOptions,
+    median_interval,
+    plan_runs,
+    summarize_pairs,
+    summarize_runs,
+    warmup_runs,
+)
+from tools.options import EvalOptions
 
 # cuBLAS's three trial medians within one evaluation on the H200 (FACTS.md): a 9.3% drift of clocks.
 CUBLAS_TRIALS_MS = [0.790, 0.867, 0.850]
@@ -45,7 +56,7 @@ def test_paired_figure_is_the_median_of_block_ratios() -> None:
     assert p.confidence == pytest.approx(1 - 2**-3)
     assert p.kernel_ms == 1.0 and p.baseline_ms == pytest.approx(0.95)  # medians of all 12 runs of each
     assert (p.block_runs, p.warmup_runs) == (3, 70)
-    assert "the block ratios, which span 0.800–1.100×; 88% interval" in p.line("cuBLAS")
+    assert "the block ratios; 88% interval 0.800–1.100×" in p.line("cuBLAS")
 
 
 def test_pairing_cancels_a_drift_that_separate_medians_carry() -> None:
@@ -63,15 +74,49 @@ def test_pairing_cancels_a_drift_that_separate_medians_carry() -> None:
     assert (max(separate) - min(separate)) / statistics.median(separate) > 0.09
 
 
+@pytest.mark.parametrize(
+    ("n", "k", "coverage"),
+    [
+        (3, 1, 0.75),  # too few for 95%: the whole range, and its coverage said
+        (6, 1, 0.96875),
+        (10, 2, 1 - 2 * 11 / 1024),
+        (30, 10, 0.9572),  # the default 30 blocks: the 10th lowest and 10th highest
+    ],
+)
+def test_median_interval_is_the_widest_order_statistics_needed_for_95_percent(n: int, k: int, coverage: float) -> None:
+    values = [float(v) for v in reversed(range(n))]  # n−1 … 0: the function sorts
+    low, high, confidence = median_interval(values)
+    assert (low, high) == (k - 1, n - k)
+    assert confidence == pytest.approx(coverage, abs=1e-4)
+
+
+def test_many_blocks_outliers_do_not_widen_the_interval() -> None:
+    """30 blocks at 0.88 ± 0.2% and two blocks a clock change hit: the interval stays within the clean ones."""
+    ratios = [0.88 * (1 + 0.002 * ((i % 5) - 2) / 2) for i in range(28)] + [0.80, 0.97]
+    blocks = [([1.0], [r]) for r in ratios]
+    p = summarize_pairs(blocks, warmup_runs=10, reduced=False)
+    assert p.speedup == pytest.approx(0.88, rel=0.002)
+    assert 0.878 <= p.low <= p.high <= 0.882 and p.spread < 0.005
+    assert p.confidence > 0.95
+
+
+def test_an_attempt_may_ask_for_another_block_shape() -> None:
+    assert TimingOptions.of(EvalOptions()) == TimingOptions()
+    asked = TimingOptions.of(EvalOptions(timing_blocks=6, timing_block_runs=15))
+    assert (asked.blocks, asked.block_runs, asked.reps) == (6, 15, TimingOptions().reps)
+    with pytest.raises(ValidationError, match="timing_blocks"):
+        EvalOptions(timing_blocks=2)  # fewer than three blocks have no median worth the name
+
+
 def test_plan_keeps_the_asked_runs_when_they_fit() -> None:
-    plan = plan_runs(0.75, 0.75, TimingOptions())  # the GEMM task: (6·15 + 3·50) runs × 1.5 ms = 0.36 s
-    assert plan == RunPlan(blocks=6, block_runs=15, trials=3, reps=50, reduced=False)
+    plan = plan_runs(0.75, 0.75, TimingOptions())  # the GEMM task: (30·3 + 3·50) runs × 1.5 ms = 0.36 s
+    assert plan == RunPlan(blocks=30, block_runs=3, trials=3, reps=50, reduced=False)
 
 
 def test_plan_scales_down_to_fit_the_budget() -> None:
     options = TimingOptions()
-    plan = plan_runs(100.0, 8.0, options)  # 240 runs × 108 ms = 26 s > 10 s
-    assert plan == RunPlan(blocks=3, block_runs=5, trials=1, reps=19, reduced=True)
+    plan = plan_runs(100.0, 8.0, options)  # 240 runs × 108 ms = 26 s > 10 s: every count × 0.386
+    assert plan == RunPlan(blocks=11, block_runs=1, trials=1, reps=19, reduced=True)
     runs = plan.blocks * plan.block_runs + plan.trials * plan.reps
     assert runs * 108.0 <= options.budget_s * 1e3
     slowest = plan_runs(4000.0, 8.0, options)  # a single run near half the budget: the floor, no fewer
