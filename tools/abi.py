@@ -9,7 +9,7 @@ from tasks.expr import ExprError, evaluate
 from tasks.schema import Arch
 from tools.assemble import KernelResources
 from tools.ptx import Entry, Param
-from tools.schema import Launch, LaunchSpec, ScalarArg, TensorArg, TensorMapArg
+from tools.solution import Launch, LaunchSpec, ScalarArg, TensorArg, TensorMapArg
 
 SCALAR_BYTES = {"u32": 4, "s32": 4, "f32": 4, "u64": 8, "s64": 8}
 TENSOR_MAP_BYTES = 128

@@ -11,7 +11,7 @@ import re
 from pydantic import ValidationError
 
 from tools.jsontext import JsonRefused, loads
-from tools.schema import ARG_KINDS, LaunchSpec, Solution
+from tools.solution import ARG_KINDS, LaunchSpec, Solution
 
 MAX_ANSWER_BYTES = 8 << 20
 

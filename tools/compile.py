@@ -17,10 +17,10 @@ from tasks.schema import Arch, UnknownName
 from tools import procs, sass
 from tools.answer import AnswerError, extract_solution, format_validation_error
 from tools.assemble import MAX_SOURCE_BYTES, CompileResult
+from tools.evaluation import StageState
 from tools.options import EvalOptions
 from tools.pipeline import abi_stage, compile_stage, sass_stage
 from tools.plan import SpecError, plan_launches
-from tools.schema import StageState
 
 
 class InputError(Exception):

@@ -14,10 +14,10 @@ from tasks.catalog import get_task, renamed
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
 from tools.compile import InputError, read_text
+from tools.evaluation import Evaluation, Stage, StageState
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions, Profile
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation, Stage, StageState
 
 DEFAULTS = EvalOptions()
 MARK = {StageState.PASSED: "ok  ", StageState.FAILED: "FAIL", StageState.SKIPPED: "skip"}

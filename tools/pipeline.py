@@ -24,10 +24,11 @@ from tools.abi import check_abi
 from tools.answer import AnswerError, extract_solution
 from tools.assemble import CompileResult, compile_source
 from tools.crosscheck import cross_check, cross_check_summary
+from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu.base import CompiledModule, Gpu, GpuOutcome, Unavailable
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan, SpecError, plan_launches
-from tools.schema import Evaluation, Solution, Stage, StageResult, StageState, Status
+from tools.solution import Solution
 
 GPU_STAGES = (Stage.RUN, Stage.CHECK, Stage.TIME, Stage.PROFILE)
 FAILURE_STATUS = {

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from tasks.expr import ExprError, evaluate
 from tasks.schema import DTYPE_BYTES, Arch, Task
-from tools.schema import LaunchSpec, ScalarArg, TensorArg, TensorMapArg
+from tools.solution import LaunchSpec, ScalarArg, TensorArg, TensorMapArg
 
 MAX_THREADS = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.catalog import get_task
 from tasks.schema import Arch
-from tools.schema import Evaluation, Stage, StageState, Status
+from tools.evaluation import Evaluation, Stage, StageState, Status
 
 REWARD_VERSION = 1
 

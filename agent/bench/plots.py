@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agent.bench import score
-from tools.schema import Trajectory
+from agent.loop.records import Trajectory
 
 COLORS = {
     "passed": "#2ca02c", "unverified": "#98df8a", "mismatch": "#ff7f0e", "timeout": "#9467bd",

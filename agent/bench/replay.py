@@ -18,12 +18,13 @@ from dataclasses import dataclass
 
 from agent.bench import score
 from agent.bench.tables import markdown_table, times
+from agent.loop.records import Trajectory
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
+from tools.evaluation import Evaluation, Status
 from tools.gpu.base import Gpu
 from tools.options import EvalOptions, Profile
 from tools.pipeline import evaluate_solution
-from tools.schema import Evaluation, Status, Trajectory
 
 # Unpaired, one GEMM answer read 0.857× and 0.895× minutes apart and cuBLAS's trial medians spread 9.3% within
 # one evaluation (FACTS.md); two such records together allow the 10% this flag allowed before pairing.

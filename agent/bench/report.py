@@ -18,7 +18,9 @@ from pathlib import Path
 
 from agent.bench import plots, score
 from agent.bench.tables import markdown_table, percent, times, write_csv
-from tools.schema import Status, Trajectory, longest
+from agent.loop.records import Trajectory
+from tools.evaluation import Status
+from tools.perf_report import longest
 
 BUDGETS_SHOWN = (1, 2, 4, 8)
 UNFINISHED_LISTED = 10

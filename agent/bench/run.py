@@ -38,12 +38,12 @@ from agent.cli import ConfigError
 from agent.loop.config import EvalConfig
 from agent.loop.journal import Journal
 from agent.loop.policies import make_policy
+from agent.loop.records import Trajectory
 from agent.loop.run import execute, prepare
 from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs, read_trajectories
 from tasks.catalog import get_task
 from tools.pool import open_pool
 from tools.pool.base import Interrupted, Pool
-from tools.schema import Trajectory
 
 DEFAULTS = {"samples": "1", "max_turns": "8", "modes": "single,multi", "concurrency": "4"}
 

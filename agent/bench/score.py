@@ -17,9 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from agent.loop.records import Trajectory, Turn
 from tasks.catalog import get_task
 from tasks.schema import UnknownName
-from tools.schema import Status, Trajectory, Turn
+from tools.evaluation import Status
 
 TURN_LIMITS = (1, 4, 8)
 FAST_P = (0.0, 0.5, 0.8, 1.0)
@@ -49,7 +50,7 @@ def mode(traj: Trajectory) -> str:
 
 
 def model(traj: Trajectory) -> str:
-    """The model behind a run's answers (tools/schema.py's PolicyRecord.model_name)."""
+    """The model behind a run's answers (agent/loop/records.py's PolicyRecord.model_name)."""
     return traj.config.llm.model_name
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, NotRequired, TypedDict
 
+from agent.loop.records import Message
 from agent.loop.tokens import count_messages
-from tools.schema import Message
 
 History = Literal["full", "last", "digest"]
 DIGEST_HEADING = "## Your earlier attempts (their answers are not repeated here)"

@@ -13,8 +13,8 @@ from typing import Any
 from agent.loop.prompts import render
 from tasks.expr import evaluate
 from tasks.schema import Arch, Task
+from tools.evaluation import Evaluation, Stage, StageResult, StageState
 from tools.pipeline import GPU_STAGES
-from tools.schema import Evaluation, Stage, StageResult, StageState
 
 MESSAGE_CHARS = 6000
 DETAIL_CHARS = 2000

@@ -15,13 +15,14 @@ from agent.loop.config import OpenAIConfig
 from agent.loop.conversation import Fitted, fit
 from agent.loop.feedback import feedback_message, outcome_summary
 from agent.loop.policies import ContextOverflow, ModelError
+from agent.loop.records import Message, Outcome, RunSummary, Turn
 from agent.loop.routing import stop_reason
 from agent.loop.state import LoopState, RunContext, TurnResult
 from agent.loop.summary import summarize, turn_outcome
 from agent.loop.tokens import count_text
 from tools import pipeline
+from tools.evaluation import Evaluation, Stage, StageResult, StageState
 from tools.pipeline import Static
-from tools.schema import Evaluation, Message, Outcome, RunSummary, Stage, StageResult, StageState, Turn
 
 TRUNCATED = (
     "the answer was cut off at the output token limit (finish_reason=length) before it ended, so it was "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.loop.policies.base import Reply
-from tools.schema import ReplyCut
+from agent.loop.records import ReplyCut
 
 RECORD_BYTES = 1 << 20
 HEAD_CHARS = 64 << 10

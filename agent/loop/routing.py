@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Literal
 
 from agent.loop.config import SolveConfig
+from agent.loop.records import StopReason
 from agent.loop.state import LoopState, TurnResult
-from tools.schema import Status, StopReason
+from tools.evaluation import Status
 
 
 def after_extract(state: LoopState) -> Literal["solution", "no_solution"]:

@@ -38,6 +38,7 @@ from agent.loop.journal import Journal
 from agent.loop.nodes import write_summary
 from agent.loop.policies import ModelError, Policy, make_policy
 from agent.loop.prompts import parse_prompt, system_prompt, task_prompt, toolchain
+from agent.loop.records import RunSummary
 from agent.loop.redact import redact
 from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
@@ -49,7 +50,6 @@ from tasks.schema import Task, UnknownName
 from tools.gpu.base import Gpu
 from tools.pool import open_gpu
 from tools.pool.base import Interrupted
-from tools.schema import RunSummary
 
 STEPS_PER_TURN = 5
 

@@ -12,9 +12,9 @@ from agent.cli import ConfigError
 from agent.loop.config import SeedConfig
 from agent.loop.conversation import Exchange
 from agent.loop.feedback import outcome_summary
+from agent.loop.records import RunConfig, Turn
 from agent.loop.store import RunFolder
 from tasks.schema import Arch, Task
-from tools.schema import RunConfig, Turn
 
 
 @dataclass(frozen=True)

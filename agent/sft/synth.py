@@ -22,13 +22,13 @@ from typing import Any
 from agent.loop.journal import Journal
 from agent.loop.policies.base import Reply
 from agent.loop.policies.openai_policy import OpenAIPolicy
+from agent.loop.records import Message
 from agent.loop.tokens import count_messages, count_text
 from agent.sft import data
 from agent.sft.card import DESCRIPTIONS, describe, markdown
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import SynthSettings
 from tools.answer import FENCE, SOURCE_TAGS, SPEC_TAGS
-from tools.schema import Message
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "reasoning"
 CODE_TAGS = frozenset(SOURCE_TAGS) | SPEC_TAGS

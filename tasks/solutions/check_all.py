@@ -10,10 +10,10 @@ from pathlib import Path
 from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import available, reference_answer
+from tools.evaluation import Evaluation
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions, Profile
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation
 
 
 def row(ev: Evaluation) -> str:

@@ -15,10 +15,10 @@ from tests.adversarial.helpers import answer, fill_ok
 from tools import assemble, ptx
 from tools.answer import extract_solution
 from tools.crosscheck import cross_check
+from tools.evaluation import Stage, Status
 from tools.options import EvalOptions
 from tools.pipeline import build, evaluate_answer, extract
 from tools.plan import plan_launches
-from tools.schema import Stage, Status
 
 GEMM = get_task("gemm")
 FILL = fill_ok()

@@ -13,9 +13,9 @@ import pytest
 from agent.loop.config import OpenAIConfig
 from agent.loop.policies import openai_policy
 from agent.loop.policies.openai_policy import OpenAIPolicy
+from agent.loop.records import Message
 from agent.solve import main as solve
 from tests.agent.openai_server import Behaviour, OpenAIServer, Recorder
-from tools.schema import Message
 
 KEY_ENV = "PTXBENCH_ADVERSARIAL_KEY"
 KEY = "sk-adversarial-0123456789abcdef0123456789abcdef"

@@ -11,10 +11,10 @@ from typing import Any
 from agent.loop.run import execute, prepare
 from agent.loop.store import RunFolder
 from tasks.schema import Arch, Task
+from tools.evaluation import Evaluation
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.options import EvalOptions
 from tools.pipeline import GPU_STAGES
-from tools.schema import Evaluation
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "agent"
 MARKER = re.compile(r"// eval: (\w+)")

@@ -16,8 +16,8 @@ from typing import Any
 
 import tiktoken
 
+from agent.loop.records import Message
 from agent.loop.tokens import ENCODING, count_messages  # the loop's own count
-from tools.schema import Message
 
 
 @dataclass

@@ -18,16 +18,17 @@ from typing import Any
 
 from agent.bench.inspect.site import build_site
 from agent.loop.feedback import feedback_message
+from agent.loop.records import Message, Turn
 from agent.loop.store import RunFolder
 from agent.loop.summary import summarize
 from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tools.answer import extract_solution
+from tools.evaluation import Evaluation
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation, Message, Turn
 
 TASKS = ("gemm_n7168_k5120", "mha_fwd_d128")
 # What a run page of a passed, profiled attempt must show (label → pattern in the page's HTML).

@@ -12,9 +12,9 @@ from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tests.gpu.kernels import answer
+from tools.evaluation import Status
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
-from tools.schema import Status
 
 pytest.importorskip("distributed", reason="the dask extra's wheels: ../shared/device/wheels.sh dask")
 from tests.dask_cluster import Cluster

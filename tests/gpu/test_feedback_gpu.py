@@ -11,11 +11,11 @@ import pytest
 from tasks import get_task
 from tasks.schema import Arch
 from tests.gpu.kernels import OOB_CUDA, OOB_PTX, RACY_PTX, answer, elementwise_answer, line_of
+from tools.evaluation import Evaluation, Stage, StageState, Status
 from tools.gpu.sanitizer import Finding
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation, Stage, StageState, Status
 
 pytestmark = pytest.mark.hopper
 

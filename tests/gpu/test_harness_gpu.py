@@ -13,6 +13,7 @@ from tasks.schema import Arch
 from tests.gpu.kernels import answer
 from tools.answer import extract_solution
 from tools.assemble import compile_source
+from tools.evaluation import Evaluation, Stage, StageState, Status
 from tools.gpu.base import CompiledModule
 from tools.gpu.sanitizer import sanitizer_stage
 from tools.gpu.service import GpuService
@@ -20,7 +21,6 @@ from tools.gpu.timing import TimingOptions
 from tools.options import EvalOptions
 from tools.pipeline import build, evaluate_answer, extract
 from tools.plan import plan_launches
-from tools.schema import Evaluation, Stage, StageState, Status
 
 pytestmark = pytest.mark.hopper
 

@@ -9,8 +9,8 @@ import pytest
 from tasks.schema import Arch
 from tests.gpu.kernels import answer
 from tests.gpu.test_harness_gpu import QUICK, TASK, assert_healthy, module_of, run
+from tools.evaluation import Stage, Status
 from tools.plan import BufferPlan
-from tools.schema import Stage, Status
 
 pytestmark = pytest.mark.hopper
 

@@ -10,8 +10,8 @@ import pytest
 
 from agent.bench.inspect.site import build_site
 from tests.gpu.inspect_real_runs import MARKS, page_marks, record_run
+from tools.evaluation import Status
 from tools.gpu.service import GpuService
-from tools.schema import Status
 
 pytestmark = pytest.mark.hopper
 

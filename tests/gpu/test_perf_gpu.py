@@ -10,10 +10,11 @@ import pytest
 
 from tasks import get_task
 from tasks.schema import Arch
+from tools.evaluation import Evaluation, Stage, StageState, Status
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
+from tools.perf_report import longest
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation, Stage, StageState, Status, longest
 
 pytestmark = pytest.mark.hopper
 

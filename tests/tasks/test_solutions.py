@@ -19,9 +19,9 @@ from tasks.schema import Arch
 from tasks.solutions import available, reference_answer
 from tools import ptx as ptx_text
 from tools.answer import extract_solution
+from tools.evaluation import Evaluation, Stage, Status
 from tools.pipeline import evaluate_answer
 from tools.plan import plan_launches
-from tools.schema import Evaluation, Stage, Status
 
 ROOT = Path(__file__).parents[2]
 ANSWERS = available()

@@ -9,10 +9,10 @@ import os
 import time
 
 from tasks.schema import Arch, Task
+from tools.evaluation import Stage, StageResult, StageState, Status
 from tools.gpu import dask_worker
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.options import EvalOptions
-from tools.schema import Stage, StageResult, StageState, Status
 
 
 class SleepingService:

@@ -11,7 +11,7 @@ from tests.tools.files import read_answer, read_ptx
 from tools.abi import check_abi
 from tools.answer import extract_solution
 from tools.ptx import entries
-from tools.schema import LaunchSpec
+from tools.solution import LaunchSpec
 
 GEMM = get_task("gemm")
 HOPPER_SPEC = extract_solution(read_answer("hopper_gemm.md")).launch.model_dump()

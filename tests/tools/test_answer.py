@@ -8,7 +8,7 @@ import pytest
 
 from tests.tools.files import read_answer
 from tools.answer import MAX_ANSWER_BYTES, AnswerError, extract_solution, parse_launch_spec
-from tools.schema import ScalarArg, TensorArg, TensorMapArg
+from tools.solution import ScalarArg, TensorArg, TensorMapArg
 
 PTX = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k(.param .u64 p)\n{\n\tret;\n}"
 SPEC = {"launches": [{"kernel": "k", "grid": ["cdiv(M,128)", 1, 1], "block": [128, 1, 1], "args": [{"tensor": "C"}]}]}

@@ -15,9 +15,9 @@ from tasks import get_task
 from tasks.schema import Arch
 from tools.answer import extract_solution
 from tools.crosscheck import cross_check
+from tools.evaluation import Stage, Status
 from tools.pipeline import evaluate_answer
 from tools.plan import plan_launches
-from tools.schema import Stage, Status
 
 ROOT = Path(__file__).parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"

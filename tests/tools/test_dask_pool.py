@@ -22,6 +22,7 @@ from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.dask_cluster import REPO, STOCK, Cluster
 from tests.tools.test_pool import FakeService, built
+from tools.evaluation import Stage, StageState, Status
 from tools.gpu import dask_worker
 from tools.gpu.base import Unavailable
 from tools.gpu.dask_worker import EvalReply, EvalRequest, evaluate_request
@@ -31,7 +32,6 @@ from tools.pool import dask as dask_pool
 from tools.pool import open_gpu, open_pool
 from tools.pool.base import OFF, Interrupted, scheduler_address
 from tools.pool.dask import DaskPool
-from tools.schema import Stage, StageState, Status
 
 TASK = get_task("gemm")
 

@@ -12,8 +12,8 @@ from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.tools.files import read_answer
 from tools.answer import extract_solution
+from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.pipeline import GPU_STAGES, evaluate_answer, evaluate_solution
-from tools.schema import Evaluation, Stage, StageResult, StageState, Status
 
 GEMM = get_task("gemm")
 STATIC = [Stage.EXTRACT, Stage.COMPILE, Stage.SASS, Stage.ABI]

@@ -9,7 +9,7 @@ from tasks.schema import Arch
 from tests.tools.files import read_answer
 from tools.answer import extract_solution
 from tools.plan import SpecError, plan_launches
-from tools.schema import LaunchSpec
+from tools.solution import LaunchSpec
 
 GEMM = get_task("gemm")  # M=8192, N=7168, K=5120
 ATTN = get_task("attn_fwd")  # B=4, S=4096, H=48, D=128

@@ -13,13 +13,13 @@ import pytest
 from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.waiting import wait_for
+from tools.evaluation import Stage, StageResult, StageState, Status
 from tools.gpu.base import GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, visible_count
 from tools.options import EvalOptions
 from tools.pipeline import PENDING, build, evaluation, extract, on_gpu
 from tools.pool.base import OFF, Interrupted, Load
 from tools.pool.local import LocalPool
-from tools.schema import Stage, StageResult, StageState, Status
 
 FILL = (Path(__file__).parents[1] / "fixtures" / "agent" / "fill_ok.md").read_text()
 

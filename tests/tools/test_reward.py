@@ -10,10 +10,10 @@ from tasks.catalog import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tests.agent.rl.verdicts import recorded
+from tools.evaluation import Stage, StageResult, StageState, Status
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
 from tools.reward import REWARD_VERSION, RewardConfig, reward
-from tools.schema import Stage, StageResult, StageState, Status
 
 RECORDED = {ev.status: ev for ev in reversed(recorded())}  # the first of each status
 

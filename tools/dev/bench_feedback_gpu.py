@@ -25,10 +25,10 @@ from pathlib import Path
 
 from tasks import get_task
 from tasks.schema import Arch
+from tools.evaluation import Evaluation, Stage
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation, Stage
 
 TASK = get_task("gemm")
 QUICK = EvalOptions(trials=1, seed=11, time=False, profile=False, timeout_s=120)

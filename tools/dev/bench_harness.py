@@ -28,11 +28,11 @@ from typing import Any
 from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
+from tools.evaluation import Evaluation, Stage, Status
 from tools.gpu.service import GpuService
 from tools.gpu.timing import TimingOptions
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
-from tools.schema import Evaluation, Stage, Status
 
 ARCH = Arch.SM_90A
 FIXTURE = Path(__file__).parents[2] / "tests" / "fixtures" / "gpu" / "triton_gemm_tma.md"

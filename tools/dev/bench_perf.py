@@ -18,10 +18,11 @@ from typing import Any
 from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
+from tools.evaluation import Stage
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
+from tools.perf_report import longest
 from tools.pipeline import evaluate_answer
-from tools.schema import Stage, longest
 
 FIXTURES = Path(__file__).parents[2] / "tests" / "fixtures" / "gpu"
 CASES = {  # name → (task alias, answer text)

@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tasks.schema import Arch, Task
 from tools.assemble import KernelResources
+from tools.evaluation import StageResult, Status
 from tools.gpu.devices import DeviceInfo
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan
-from tools.schema import StageResult, Status
 
 
 class CompiledModule(BaseModel):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tools.schema import KernelPerf, longest
+from tools.perf_report import KernelPerf, longest
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Nsight Compute profiles each launch of the candidate (on the torch-free launcher) and, once per task and GPU
 worker, the library's call (tools/gpu/baseline_launch.py, between cudaProfilerStart and Stop). From ncu's
-raw CSV page we keep a small fixed set of figures per launch (tools/schema.py's KernelPerf: duration; SM
+raw CSV page we keep a small fixed set of figures per launch (tools/perf_report.py's KernelPerf: duration; SM
 throughput and the tensor pipe's active share of cycles; L2 and DRAM throughput as a share of peak and the
 L2 hit rate; shared-memory bank conflicts; achieved occupancy with registers and shared memory per block;
 the warp stall reasons, averaged per issued instruction; grid, block, cluster and waves per SM). The stage's
@@ -24,11 +24,12 @@ from typing import Any
 
 from tasks.schema import Task
 from tools import procs
+from tools.evaluation import Stage, StageResult, StageState
 from tools.gpu import launcher, ncu
 from tools.gpu.limiters import limiter
 from tools.gpu.profile import kernel_filter
+from tools.perf_report import KernelPerf, PerfReport, longest
 from tools.plan import LaunchPlan
-from tools.schema import KernelPerf, PerfReport, Stage, StageResult, StageState, longest
 
 SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats",
             "WarpStateStats", "SchedulerStats")  # fmt: skip

@@ -16,9 +16,9 @@ from typing import Any
 
 from tasks.schema import TargetGroup
 from tools import procs
+from tools.evaluation import Stage, StageResult, StageState
 from tools.gpu import launcher, ncu
 from tools.plan import LaunchPlan
-from tools.schema import Stage, StageResult, StageState
 
 WARP = "sass__inst_executed_per_opcode"
 THREAD = "sass__thread_inst_executed_true_per_opcode"

@@ -22,12 +22,12 @@ from tasks.schema import DTYPE_BYTES, Arch
 from tools import pointers, procs
 from tools import ptx as ptx_text
 from tools.assemble import PTX_NAME
+from tools.evaluation import Stage, StageResult, StageState
 from tools.gpu import launcher
 from tools.gpu.base import CompiledModule
 from tools.lineinfo import diagnosis_copy
 from tools.nvrtc import SOURCE_NAME
 from tools.plan import LaunchPlan
-from tools.schema import Stage, StageResult, StageState
 
 TOOLS = {Stage.MEMCHECK: "memcheck", Stage.RACECHECK: "racecheck"}
 _PREFIX = re.compile(r"^=+\s?")

@@ -23,12 +23,12 @@ from pathlib import Path
 
 from tasks.schema import Arch, Task
 from tools import procs
+from tools.evaluation import Stage, StageResult, StageState, Status
 from tools.gpu import launcher, perf, profile, sanitizer
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, device_info
 from tools.gpu.limits import WORKER_START_S, StageLimits, stage_limits
 from tools.options import EvalOptions, Profile
-from tools.schema import Stage, StageResult, StageState, Status
 
 TIMEOUT_HINT = (
     "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "

@@ -27,6 +27,7 @@ from tasks.expr import evaluate
 from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
+from tools.evaluation import Stage, StageResult, StageState, Status
 from tools.gpu import driver
 from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
 from tools.gpu.devices import device_info
@@ -43,7 +44,6 @@ from tools.gpu.timing import (
 )
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan
-from tools.schema import Stage, StageResult, StageState, Status
 
 RECHECK_SEED_OFFSET = 1_000_003  # the re-check after timing
 REMEASURE_SEED_OFFSET = 2_000_003  # the re-check after re-measuring a speedup above the ceiling

@@ -22,9 +22,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tasks.catalog import TASKS
 from tools.answer import format_validation_error
+from tools.evaluation import Evaluation
 from tools.options import Profile
 from tools.reward import reward
-from tools.schema import Evaluation
 from tools.serve.runner import BadRequest, Runner
 from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardRequest, Scored
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 from tasks.catalog import get_task
 from tasks.schema import Arch
+from tools.evaluation import Evaluation
 from tools.gpu.base import Gpu
 from tools.options import Profile
 from tools.pipeline import build, extract, on_gpu
 from tools.reward import RewardConfig, reward
-from tools.schema import Evaluation
 from tools.serve.schema import EvaluateRequest, JobItem, JobState
 
 MAX_JOBS = 256  # kept in memory; the oldest finished ones go first when a new one would exceed this

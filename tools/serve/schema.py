@@ -7,9 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tools.evaluation import Evaluation
 from tools.options import EvalOptions, Profile
 from tools.reward import Reward, RewardConfig
-from tools.schema import Evaluation, Solution
+from tools.solution import Solution
 
 MAX_JOB_ITEMS = 4096  # a job is held in memory with its results until it is read
 NAME_CHARS = 64  # task and arch names are short words; anything longer is not one

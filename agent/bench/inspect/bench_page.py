@@ -14,7 +14,7 @@ from typing import Any
 from agent.bench import plots, score
 from agent.bench.inspect.views import LoadedRun, RunCard
 from agent.bench.plan import MODES, Bench
-from tools.schema import Status
+from tools.evaluation import Status
 
 FILTERS = ("model", "task", "arch", "mode", "prompt")
 

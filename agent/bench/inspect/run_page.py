@@ -18,11 +18,13 @@ from pydantic import TypeAdapter, ValidationError
 from agent.bench import score
 from agent.bench.inspect.diff import Diff, line_diff
 from agent.bench.inspect.views import LoadedRun, RunCard, Text, json_text, text
+from agent.loop.records import RunConfig, RunSummary, Turn
 from agent.loop.summary import turn_outcome
 from tools.assemble import KernelResources
+from tools.evaluation import Stage
 from tools.gpu.perf import comparison_notes, comparison_rows
 from tools.sass import KernelSass, TargetPresence
-from tools.schema import Launch, RunConfig, RunSummary, Stage, Turn
+from tools.solution import Launch
 
 T = TypeVar("T")
 OPCODES_SHOWN = 12

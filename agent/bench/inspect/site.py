@@ -33,8 +33,8 @@ from agent.bench.inspect.views import LoadedRun, run_card
 from agent.bench.plan import Bench, bench_path
 from agent.bench.plan import load as load_bench
 from agent.bench.tables import percent, times
+from agent.loop.records import Trajectory
 from agent.loop.store import RunFolder, error_line, find_runs
-from tools.schema import Trajectory
 
 
 @dataclass(frozen=True)

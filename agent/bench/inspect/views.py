@@ -13,8 +13,8 @@ from markupsafe import Markup
 
 from agent.bench import score
 from agent.bench.inspect.highlight import highlight
+from agent.loop.records import Outcome, RunSummary, Trajectory
 from agent.loop.summary import summarize
-from tools.schema import Outcome, RunSummary, Trajectory
 
 # Longer texts start folded, and their markup is parsed only when opened (a <template> until then), so that a
 # 20,000-line answer costs the page nothing until someone reads it.

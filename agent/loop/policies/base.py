@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from tools.schema import Message
+from agent.loop.records import Message
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agent.cli import ConfigError
 from agent.loop.policies.base import Reply
+from agent.loop.records import Message
 from agent.loop.store import RunFolder
 from tasks.schema import Arch, Task
 from tasks.solutions import answer_path, available, reference_answer
 from tools.answer import format_validation_error
 from tools.jsontext import JsonRefused, loads
-from tools.schema import Message
 
 
 class ReferencePolicy:

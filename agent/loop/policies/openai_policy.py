@@ -25,8 +25,8 @@ from agent.cli import ConfigError
 from agent.loop.config import OpenAIConfig
 from agent.loop.journal import Journal
 from agent.loop.policies.base import ContextOverflow, ModelError, Reply
+from agent.loop.records import Message
 from agent.loop.redact import redact, register
-from tools.schema import Message
 
 RETRY_STATUS = {408, 409, 429}
 MAX_WAIT_S = 60.0

@@ -262,9 +262,9 @@ the pointers and scalars; then Triton's global and profile scratch pointers, pas
 
 def check_answer(task: Task, arch: Arch, answer: str) -> dict:
     """Static evaluation (compile, SASS, ABI) and the target groups found in the SASS."""
+    from tools.evaluation import Stage
     from tools.options import EvalOptions
     from tools.pipeline import evaluate_answer
-    from tools.schema import Stage
 
     ev = evaluate_answer(answer, task, arch, EvalOptions(time=False, profile=False))
     sass = ev.stage(Stage.SASS)

@@ -12,8 +12,8 @@ from agent.bench.__main__ import main
 from agent.bench.plan import load
 from agent.loop.store import RunFolder
 from tests.dask_cluster import Cluster
+from tools.evaluation import Stage, Status
 from tools.pool import dask as dask_pool
-from tools.schema import Stage, Status
 
 GEMM = "gemm_n7168_k5120"
 

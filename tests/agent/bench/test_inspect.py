@@ -29,7 +29,7 @@ from agent.loop.store import RunFolder
 from tests.agent.helpers import FIXTURES, solve
 from tests.fixtures.runs import make_runs
 from tools.gpu.perf import comparison_rows
-from tools.schema import LaunchSpec, Solution
+from tools.solution import LaunchSpec, Solution
 
 RUNS = Path(make_runs.__file__).parent
 REPO = RUNS.parents[2]

@@ -17,7 +17,7 @@ from agent.bench.inspect.site import build_site
 from agent.bench.plots import COLORS
 from tests.agent.bench.test_inspect import HOSTILE, hostile_run
 from tests.fixtures.runs import make_runs
-from tools.schema import LaunchSpec, Solution
+from tools.solution import LaunchSpec, Solution
 
 RUNS = Path(make_runs.__file__).parent
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

@@ -17,8 +17,8 @@ from agent.replay import main
 from tasks.schema import Arch
 from tests.dask_cluster import Cluster
 from tests.fixtures.runs import make_runs
+from tools.evaluation import StageResult, StageState, Status
 from tools.gpu.base import GpuOutcome
-from tools.schema import StageResult, StageState, Status
 
 RUN = Path(make_runs.__file__).parent / "replay" / "gemm-replay"
 

@@ -19,9 +19,9 @@ import pytest
 
 from agent.bench import score
 from agent.bench.score import ALL, NOT_REACHED, Group
+from agent.loop.records import Trajectory
 from agent.loop.store import RunFolder, find_runs
 from tests.fixtures.runs import make_runs
-from tools.schema import Trajectory
 
 RUNS = Path(make_runs.__file__).parent
 G, A = make_runs.GEMM, make_runs.ATTN

@@ -13,7 +13,7 @@ from agent.loop.conversation import DIGEST_HEADING, build_messages, fit
 from agent.loop.tokens import count_messages
 from tests.agent.helpers import solve
 from tests.agent.openai_server import Behaviour, OpenAIServer
-from tools.schema import Status
+from tools.evaluation import Status
 
 KEY_ENV = "PTXBENCH_TEST_KEY"
 HISTORY = [

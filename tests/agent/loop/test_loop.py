@@ -13,7 +13,7 @@ import agent.loop.store
 from agent.loop.graph import mermaid
 from agent.loop.tokens import count_text
 from tests.agent.helpers import FIXTURES, RecordedGpu, answer_replaying, fixture_text, solve, write_script
-from tools.schema import Status
+from tools.evaluation import Status
 
 BASE = ["task=gemm", "arch=sm_90a", "llm=scripted"]
 

@@ -12,9 +12,9 @@ from agent.cli import ConfigError
 from agent.loop.config import OpenAIConfig
 from agent.loop.policies import ModelError
 from agent.loop.policies.openai_policy import OpenAIPolicy
+from agent.loop.records import Message
 from tests.agent.helpers import fixture_text, solve
 from tests.agent.openai_server import Behaviour, OpenAIServer, Recorder
-from tools.schema import Message
 
 KEY_ENV = "PTXBENCH_TEST_KEY"
 SECRET = "sk-test-secret-4f9a"

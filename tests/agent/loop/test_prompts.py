@@ -27,8 +27,8 @@ from tests.fixtures.runs import make_runs
 from tools import ptx as ptx_text
 from tools.abi import check_abi
 from tools.answer import extract_solution
+from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.plan import plan_launches
-from tools.schema import Evaluation, Stage, StageResult, StageState, Status
 
 PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_]")
 

@@ -7,11 +7,12 @@ import json
 import pytest
 
 from agent.loop.config import SolveConfig
+from agent.loop.records import Message, Turn
 from agent.loop.routing import after_compile, after_extract, after_feedback, stop_reason
 from agent.loop.summary import summarize
 from tasks.schema import Arch
 from tests.agent.helpers import FIXTURES
-from tools.schema import Evaluation, Message, Turn
+from tools.evaluation import Evaluation
 
 
 def test_routers() -> None:

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from agent.loop.records import StopReason
 from agent.loop.run import execute, prepare
 from agent.loop.store import RunFolder
 from tests.dask_cluster import Cluster, standins
-from tools.schema import Status, StopReason
+from tools.evaluation import Status
 
 HOLD_S = 8.0  # each request's time on the stand-in: the kill must land inside it, however loaded the machine
 

@@ -15,7 +15,7 @@ from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.agent.rl.verdicts import ANSWERS as VERDICTS
 from tests.agent.rl.verdicts import FAST, VerdictGpu
-from tools.schema import Status
+from tools.evaluation import Status
 
 TASK = get_task("gemm")
 

@@ -11,10 +11,10 @@ from agent.loop.store import find_runs
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
 from tests.gpu.kernels import answer
+from tools.evaluation import Evaluation, Status
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.options import EvalOptions
 from tools.pipeline import GPU_STAGES, build, extract
-from tools.schema import Evaluation, Status
 
 REPLAY = Path(__file__).parents[2] / "fixtures" / "runs" / "replay"
 FIGURES = ("kernel_ms", "baseline_ms", "speedup", "speedup_interval", "tflops", "targets_met", "target_counts",

@@ -15,6 +15,7 @@ import pytest
 from agent.export_sft import main
 from agent.loop.config import SeedConfig
 from agent.loop.conversation import build_messages
+from agent.loop.records import Turn
 from agent.loop.seed import load_seed
 from agent.loop.store import RunFolder
 from agent.loop.tokens import count_text
@@ -23,7 +24,7 @@ from tasks.schema import Arch
 from tests.agent.helpers import fixture_text
 from tools import pipeline
 from tools.answer import AnswerError, extract_solution
-from tools.schema import Evaluation, Stage, StageResult, StageState, Status, Turn
+from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 
 REPO = Path(__file__).resolve().parents[3]
 GEMM, ATTN = "gemm_n7168_k5120", "mha_with_lse_d128"

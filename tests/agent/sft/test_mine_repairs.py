@@ -19,7 +19,7 @@ from agent.sft.mine import mine
 from agent.solve import main as solve_main
 from tests.agent.helpers import RecordedGpu, answer_replaying, fixture_text, solve, write_script
 from tests.dask_cluster import Cluster
-from tools.schema import Status
+from tools.evaluation import Status
 
 SFT = Path(__file__).resolve().parents[2] / "fixtures" / "sft"
 TEACHER = [f"llm.path={SFT / 'teacher.json'}", "llm=scripted"]

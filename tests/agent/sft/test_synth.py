@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from agent.loop.records import Message
 from agent.loop.tokens import count_messages, count_text
 from agent.sft import data
 from agent.synth_reasoning import main
 from tests.agent.openai_server import Behaviour, OpenAIServer
 from tests.agent.sft.conftest import FIXIT, KERNELGEN
 from tools.answer import extract_solution
-from tools.schema import Message
 
 KEY_ENV = "PTXBENCH_TEST_KEY"
 SECRET = "sk-test-secret-77c1"

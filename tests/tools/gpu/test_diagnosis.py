@@ -17,11 +17,11 @@ import pytest
 from tasks import get_task
 from tasks.schema import Arch
 from tests.gpu.kernels import OOB_CUDA, OOB_PTX, RACY_PTX, elementwise_answer, line_of
+from tools.evaluation import Stage, StageState, Status
 from tools.gpu.base import CompiledModule
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import build, extract
-from tools.schema import Stage, StageState, Status
 from tools.toolchain import find_tool
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "gpu" / "recorded"

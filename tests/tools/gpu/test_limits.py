@@ -11,13 +11,13 @@ import pytest
 
 from tasks import get_task
 from tasks.schema import Arch
+from tools.evaluation import Stage, StageState, Status
 from tools.gpu.base import CompiledModule
 from tools.gpu.limits import BASELINE_S, MIN_STAGE_S, stage_limits
 from tools.gpu.service import TIMEOUT_HINT, GpuService, _timeout_text
 from tools.gpu.timing import TimingOptions
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan
-from tools.schema import Stage, StageState, Status
 
 GEMM = get_task("gemm")
 MODULE = CompiledModule(language="ptx", ptx="", cubin=b"\0", plan=LaunchPlan(launches=[], buffers=[]))

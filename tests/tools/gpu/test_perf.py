@@ -15,11 +15,12 @@ from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.gpu.kernels import answer
 from tools.answer import extract_solution
+from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu import perf
 from tools.gpu.limiters import RULES, Sides, limiter
 from tools.options import EvalOptions, Profile
+from tools.perf_report import KernelPerf, PerfReport
 from tools.plan import LaunchPlan, plan_launches
-from tools.schema import Evaluation, KernelPerf, PerfReport, Stage, StageResult, StageState, Status
 
 RECORDED = Path(__file__).parents[2] / "fixtures" / "gpu" / "recorded"
 README = Path(__file__).parents[3] / "README.md"

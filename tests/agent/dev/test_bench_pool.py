@@ -3,7 +3,7 @@ intervals overlap, and the lines README takes its figures from (the measurement 
 
 from __future__ import annotations
 
-from tools.dev.bench_pool import agreement, table
+from agent.dev.bench_pool import agreement, table
 
 
 def run(task: str, speedup: float | None, interval: list[float] | None, status: str = "passed") -> dict:

@@ -1,4 +1,4 @@
-"""`python -m tools.dev.bench_pool --out DIR [--parts overhead,local,dask1,dask2] [--repeats N]`: the Dask evaluation
+"""`python -m agent.dev.bench_pool --out DIR [--parts overhead,local,dask1,dask2] [--repeats N]`: the Dask evaluation
 pool on a GPU machine against the local pool (a script, not a test; its figures go into README's Performance
 section). It starts our scheduler (tools.gpu.dask_scheduler) and `python -m tools.gpu.dask_worker` on 127.0.0.1. Each
 part runs on its own and is merged into DIR/bench_pool.json as it ends (so parts run by separate commands on a warm
@@ -30,17 +30,18 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from agent.loop.records import Turn
 from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tests.dask_cluster import Cluster  # a developer's script: the tests' cluster of real processes
+from tools.evaluation import Status
 from tools.gpu.base import Gpu
 from tools.gpu.devices import visible_count
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import build, extract, on_gpu
 from tools.pool.dask import DaskPool
-from tools.schema import Status, Turn
 
 ARCH = Arch.SM_90A
 BENCH = ["tasks=core", "archs=sm_90a", "llm=reference", "samples=2", "concurrency=8"]

@@ -1,4 +1,4 @@
-"""`python -m tools.dev.bench_serve [--out DIR] [--answers 64] [RUN_DIR …]`: the service's throughput on a GPU
+"""`python -m agent.dev.bench_serve [--out DIR] [--answers 64] [RUN_DIR …]`: the service's throughput on a GPU
 machine (a script, not a test; its figures go into README's Performance section). Starts `python -m
 tools.serve` on 127.0.0.1 with the local pool, posts N recorded answers (the responses in RUN_DIRs, default the
 fixture runs, and the reference answers, taken in turn until there are N) as one job with rewards
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import httpx
 
+from agent.loop.records import RunConfig, Turn
 from tasks.catalog import TASKS
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
-from tools.schema import RunConfig, Turn
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_RUNS = REPO / "tests" / "fixtures" / "runs"
@@ -47,7 +47,7 @@ def recorded_items(run_dirs: list[Path]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.dev.bench_serve", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m agent.dev.bench_serve", description=__doc__)
     parser.add_argument("runs", nargs="*", type=Path, default=[FIXTURE_RUNS])
     parser.add_argument("--out", type=Path, default=Path("."))
     parser.add_argument("--answers", type=int, default=64)

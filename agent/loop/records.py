@@ -1,0 +1,197 @@
+"""The run folder's records, one pydantic model each: a Turn (one model call and its evaluation) and the Trajectory of
+turns, the run's config.json (RunConfig, PolicyRecord) and summary.json (RunSummary, TurnRecord, Outcome), and why a
+run stopped (StopReason). agent/loop/store.py reads and writes them; everything downstream reads only these."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tools.evaluation import Evaluation, Status
+from tools.solution import Solution
+
+TRAJECTORY_FORMAT = 1
+
+
+class Message(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class ReplyCut(BaseModel):
+    """A reply field (the answer or its reasoning) too large to keep whole in the trajectory, the checkpoints
+    and the next prompt: they hold its head and a marker; the whole text is in a compressed side file."""
+
+    field: Literal["response", "reasoning"]
+    bytes: int = Field(description="The original's size in UTF-8 (lone surrogates as 3 bytes each).")
+    sha256: str = Field(description="Of those bytes.")
+    archive: str = Field(description="The side file, relative to the run folder: the original bytes, gzipped.")
+    archived_bytes: int = Field(description="How many of the original bytes the side file holds (it has a cap).")
+
+
+class Turn(BaseModel):
+    """One model call and the evaluation of its answer."""
+
+    format_version: int = TRAJECTORY_FORMAT
+    index: int = Field(description="1-based turn number.")
+    messages: list[Message] = Field(description="What was sent to the model this turn.")
+    response: str = Field("", description="The model's raw answer.")
+    reasoning: str | None = Field(None, description="Reasoning text, where the server returns it.")
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    solution: Solution | None = None
+    evaluation: Evaluation
+    feedback: str | None = Field(None, description="What the model was told about this attempt (next turn's input).")
+    cuts: list[ReplyCut] = Field(default_factory=list, description="Reply fields kept only in part (too large).")
+    lone_surrogates: dict[str, list[tuple[int, int]]] = Field(
+        default_factory=dict,
+        description="Code points U+D800–U+DFFF the reply held alone (no UTF-8 file can): per field, the "
+        "(index, code point) pairs; the field's text has U+FFFD at each index (agent/loop/reply.py restores them).",
+    )
+    model_seconds: float = 0.0
+    eval_seconds: float = 0.0
+    started_at: str = Field(description="ISO-8601 UTC time the turn began.")
+
+
+class StopReason(StrEnum):
+    """Why a run ended. The first six are stopping rules (the run finished); the others stopped it early,
+    and it can be resumed. `unverified`: the attempts cannot be run here (no GPU of the arch), and the run had
+    as many of them as it allows."""
+
+    SOLVED = "solved"
+    MAX_TURNS = "max_turns"
+    TOKEN_BUDGET = "token_budget"
+    WALL_BUDGET = "wall_budget"
+    POLICY_EXHAUSTED = "policy_exhausted"
+    UNVERIFIED = "unverified"
+    MODEL_ERROR = "model_error"
+    CONFIG_ERROR = "config_error"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED
+
+
+FINISHED = frozenset(
+    {
+        StopReason.SOLVED,
+        StopReason.MAX_TURNS,
+        StopReason.TOKEN_BUDGET,
+        StopReason.WALL_BUDGET,
+        StopReason.POLICY_EXHAUSTED,
+        StopReason.UNVERIFIED,
+    }
+)
+
+
+class Outcome(StrEnum):
+    """A turn's (and a run's best turn's) outcome, worst first: failed < unverified (compiled and checked
+    statically, never run) < correct (passed the check) < solved (correct, required targets executed,
+    speedup ≥ the target)."""
+
+    FAILED = "failed"
+    UNVERIFIED = "unverified"
+    CORRECT = "correct"
+    SOLVED = "solved"
+
+    @property
+    def rank(self) -> int:
+        return list(Outcome).index(self)
+
+
+class TurnRecord(BaseModel):
+    """One turn as summary.json lists it."""
+
+    turn: int
+    status: Status
+    outcome: Outcome
+    correct: bool
+    targets_met: bool | None = None
+    paper_tag: bool | None = None
+    speedup: float | None = None
+    kernel_ms: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_seconds: float = 0.0
+    eval_seconds: float = 0.0
+
+
+class RunSummary(BaseModel):
+    """summary.json: derived from the run's turns alone (it can be rebuilt from trajectory.jsonl), rewritten
+    after each turn and when the run stops."""
+
+    run_id: str | None = None
+    task: str | None = None
+    arch: str | None = None
+    policy: str | None = Field(None, description="Who answered, in words (the policy's describe()).")
+    outcome: Outcome = Outcome.FAILED
+    turns: int = 0
+    best_turn: int | None = None
+    best_speedup: float | None = None
+    first_correct_turn: int | None = None
+    first_solved_turn: int | None = None
+    statuses: list[Status] = Field(default_factory=list)
+    stop_reason: StopReason | None = Field(None, description="None: the run has not ended (or was killed).")
+    stop_detail: str | None = None
+    target_speedup: float = 1.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_seconds: float = 0.0
+    eval_seconds: float = 0.0
+    per_turn: list[TurnRecord] = Field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.stop_reason is not None and self.stop_reason.finished
+
+
+class PolicyRecord(BaseModel):
+    """The `llm` settings a run recorded: which policy and, for an endpoint, which model."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    label: str | None = Field(None, description="The model a scripted or replayed policy's answers came from.")
+
+    @property
+    def model_name(self) -> str:
+        """The model behind the answers: the endpoint's model name, the label a scripted or replayed policy was
+        given, or else the offline policy's name."""
+        if self.name == "openai":
+            return self.model or "openai (model not recorded)"
+        return self.label or self.name
+
+
+class RunConfig(BaseModel):
+    """config.json, as read back: the settings the run was started (or last resumed) with, and what the
+    loop added (run id, policy, toolchain, seed attempt). Keys this model does not name are kept."""
+
+    model_config = ConfigDict(extra="allow")
+    format_version: int = TRAJECTORY_FORMAT
+    run_id: str | None = None
+    task: str
+    task_version: int = Field(1, description="The task definition's version the run solved (wave 1: absent, 1).")
+    arch: str
+    llm: PolicyRecord = Field(default_factory=PolicyRecord)
+    policy: str | None = None
+    max_turns: int = 8
+    history: str = "full"
+    target_speedup: float = 1.0
+    eval: dict[str, Any] = Field(default_factory=dict, description="The eval.* settings (tools/options.py).")
+    seed: dict[str, Any] | None = Field(None, description="seed.run / seed.turn, for a seeded run.")
+    seed_attempt: dict[str, Any] | None = Field(None, description="The seed's run, turn, status and policy.")
+
+
+class Trajectory(BaseModel):
+    """The turns of one task × arch × policy run, as read back from its run folder."""
+
+    run_id: str
+    config: RunConfig
+    turns: list[Turn]
+    summary: RunSummary | None = None

@@ -1,0 +1,123 @@
+"""The staged result of one attempt: its stages (Stage, StageState, StageResult) and the Evaluation with one Status and
+the figures each stage measured."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+
+from tasks.schema import Arch
+from tools.perf_report import PerfReport
+
+
+class Stage(StrEnum):
+    EXTRACT = "extract"
+    COMPILE = "compile"
+    SASS = "sass"
+    ABI = "abi"
+    RUN = "run"
+    CHECK = "check"
+    TIME = "time"
+    PROFILE = "profile"
+    PERF = "perf"
+    MEMCHECK = "memcheck"
+    RACECHECK = "racecheck"
+
+
+class StageState(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+class Status(StrEnum):
+    """One outcome per attempt. `unverified`: everything that runs without a GPU passed and the GPU
+    stages were skipped (no GPU, or one of another arch): such an attempt is never `passed`."""
+
+    EXTRACT_ERROR = "extract_error"
+    COMPILE_ERROR = "compile_error"
+    ABI_ERROR = "abi_error"
+    LAUNCH_ERROR = "launch_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MISMATCH = "mismatch"
+    UNVERIFIED = "unverified"
+    PASSED = "passed"
+
+
+class StageResult(BaseModel):
+    """One stage of an evaluation."""
+
+    name: Stage
+    state: StageState
+    message: str = Field("", description="Model-readable: what went wrong and where, or why skipped.")
+    detail: dict[str, Any] = Field(default_factory=dict, description="Structured data of the stage.")
+    seconds: float = 0.0
+
+
+class Evaluation(BaseModel):
+    """The staged result of one attempt; evaluators stop at the first failing stage."""
+
+    task: str
+    arch: Arch
+    status: Status
+    message: str = Field("", description="One-paragraph summary, for people and models.")
+    stages: list[StageResult] = Field(default_factory=list)
+    solution_hash: str | None = None
+    device: str | None = Field(None, description="GPU name the GPU stages ran on.")
+    worker: str | None = Field(
+        None, description="The evaluation pool's Dask worker that ran the GPU stages (host-gpuN); None: a GPU here."
+    )
+    kernel_ms: float | None = Field(None, description="Median of the candidate's timed runs (cold L2).")
+    baseline_ms: float | None = Field(
+        None, description="Median of the baseline's runs, interleaved with the candidate's in the same window."
+    )
+    speedup: float | None = Field(
+        None,
+        description="Paired: the median over alternating blocks of (baseline median / candidate median) in the "
+        "block (tools/gpu/timing.py); only for correct attempts. The paper's separate-medians figure is in the "
+        "time stage's detail (`paper`).",
+    )
+    speedup_interval: list[float] | None = Field(
+        None,
+        description="The order-statistic interval of the per-block ratios' median: the k-th lowest and k-th "
+        "highest ratio, k the largest holding the true median ratio with probability ≥ 95% "
+        "(tools/gpu/timing.py median_interval); with 6 blocks or fewer the lowest and highest.",
+    )
+    timing_flags: list[str] = Field(
+        default_factory=list,
+        description="What makes the timing doubtful: 'noisy — …' (blocks that disagree, or a thermal or hardware "
+        "slowdown, with the throttling seen), 'above the ceiling — …' (re-measured and re-checked, it stands).",
+    )
+    tflops: float | None = Field(None, description="The task's FLOPs / kernel_ms.")
+    targets_met: bool | None = Field(None, description="All required target groups executed (profile).")
+    target_counts: dict[str, int] | None = Field(None, description="Executed warp-level count per group.")
+    paper_tag: bool | None = Field(None, description="The paper's run-time arch-specific tag.")
+    perf: PerfReport | None = Field(None, description="Where the time goes (the perf pass, eval.profile).")
+
+    @model_validator(mode="after")
+    def _metrics_match_stages(self) -> Evaluation:
+        """Each figure comes from the stage that measures it, so none can be reported without its evidence."""
+        if (self.speedup, self.speedup_interval) != (None, None) and self.status is not Status.PASSED:
+            raise ValueError(f"a speedup is only reported for a passed attempt, not {self.status}")
+        needs = [
+            (self.status is Status.PASSED, Stage.CHECK, "status 'passed'"),
+            (self.kernel_ms is not None, Stage.TIME, "kernel_ms"),
+            (bool(self.timing_flags), Stage.TIME, "timing_flags"),
+            (self.targets_met is not None, Stage.PROFILE, "targets_met"),
+            (self.perf is not None, Stage.PERF, "perf"),
+        ]
+        for present, stage, what in needs:
+            result = self.stage(stage)
+            if present and (result is None or result.state is not StageState.PASSED):
+                raise ValueError(f"{what} needs a passed {stage} stage")
+        return self
+
+    def stage(self, name: Stage) -> StageResult | None:
+        return next((s for s in self.stages if s.name is name), None)
+
+    @property
+    def correct(self) -> bool:
+        return self.status is Status.PASSED
