@@ -4,7 +4,7 @@ it (tools/gpu/stages.py in_worker: run → check → time). It speaks the pipe o
 (tools/gpu/gpu_state.py) and this repository's tasks/ and tools/ modules.
 
 The candidate never sees the reference result: the reference is computed from a pristine copy of the inputs after
-the candidate's launches have finished."""
+the candidate's launches have finished. How the time stage measures is tools/gpu/timing.py's; the checks are here."""
 
 from __future__ import annotations
 
@@ -20,16 +20,15 @@ import torch
 
 from tasks import get_task
 from tasks.baselines import prepare_baseline
-from tasks.expr import evaluate
 from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
 from tools.evaluation import Stage, StageResult, StageState, Status
-from tools.gpu import driver, stages
+from tools.gpu import driver, stages, timing
 from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
 from tools.gpu.devices import device_info
-from tools.gpu.gpu_state import GpuSampler, GpuState, noisy_flag
-from tools.gpu.metrics import GpuMetrics, TimingMetrics
+from tools.gpu.gpu_state import GpuSampler
+from tools.gpu.metrics import GpuMetrics
 from tools.gpu.protocol import (
     Exit,
     Fatal,
@@ -43,21 +42,8 @@ from tools.gpu.protocol import (
     line,
     to_worker,
 )
-from tools.gpu.timing import (
-    L2Flush,
-    PairedTiming,
-    PaperTiming,
-    RunPlan,
-    TimingOptions,
-    time_cold,
-    time_paired,
-    time_trials,
-)
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan
-
-RECHECK_SEED_OFFSET = 1_000_003  # the re-check after timing
-REMEASURE_SEED_OFFSET = 2_000_003  # the re-check after re-measuring a speedup above the ceiling
 
 
 class AttemptFailed(Exception):
@@ -76,8 +62,8 @@ class Worker:
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
         torch.backends.cudnn.allow_tf32 = False
         self.info = device_info(0)
-        self.flush = L2Flush(self.info.l2_bytes, self.device)
-        self.sampler = GpuSampler.open(self.info.pci_bus_id)
+        flush = timing.L2Flush(self.info.l2_bytes, self.device)
+        self.bench = timing.Bench(flush, GpuSampler.open(self.info.pci_bus_id))
         # Task name → the baseline's rel. L2 error per output: checked once per worker. Its time is not
         # kept: the baseline is timed beside the candidate in every attempt.
         self.baseline_errors: dict[str, dict[str, float]] = {}
@@ -91,7 +77,6 @@ class _Attempt:
         self.worker, self.task, self.plan, self.cubin, self.options = worker, task, plan, cubin, options
         self.trials = options.trials
         self.seed = options.seed or 0  # the service always sends the seed it chose
-        self.timing = TimingOptions.of(options)
         self.module = None
         self.metrics = GpuMetrics()
         self.launches_done = 0
@@ -224,80 +209,11 @@ class _Attempt:
         )
 
     def _time(self) -> tuple[str, dict]:
-        inputs = self.timing_inputs()
-        try:
-            baseline, _ = self.baseline(inputs)
-        except Exception as e:  # the library's failure, not the candidate's: report the kernel's time alone
-            return self._time_alone(f"baseline unavailable: {e}")
-        paired, state, plan = self._paired(baseline)
-        with self.faults("timing the candidate alone (the paper's method)"):
-            paper = PaperTiming.of(
-                time_trials(self.launch_sequence, self.worker.flush, plan, paired.warmup_runs),
-                time_trials(baseline, self.worker.flush, plan, paired.warmup_runs),
-            )
-        self.launches_done += plan.trials * plan.reps
-        seed, fresh = self.recheck(RECHECK_SEED_OFFSET)
-        first = None
-        if paired.speedup > self.options.speedup_ceiling:  # too good to be true until measured on other data
-            first = paired
-            paired, state, _ = self._paired(self.baseline(fresh)[0])
-            self.recheck(REMEASURE_SEED_OFFSET)
-        return self._timing_report(paired, paper, state, first, seed)
+        measured = timing.time_attempt(self, self.worker.bench, self.task, self.options)
+        self.metrics.timing = measured.metrics
+        return measured.message, measured.detail
 
-    def _timing_report(
-        self, paired: PairedTiming, paper: PaperTiming, state: GpuState, first: PairedTiming | None, seed: int
-    ) -> tuple[str, dict]:
-        """The metrics, the flags, the stage's message and its detail, from the measurements made."""
-        lib, ceiling = self.task.baseline.library, self.options.speedup_ceiling
-        noisy = noisy_flag(paired.spread, state, lib)
-        flags = [noisy] if noisy else []
-        if first is not None and paired.speedup > ceiling:
-            flags.append(
-                f"above the ceiling — {paired.speedup:.2f}× {lib} exceeds {ceiling:g}×: "
-                "re-measured on fresh inputs and re-checked, it stands"
-            )
-        tflops = self._tflops(paired.kernel_ms)
-        self.metrics.timing = TimingMetrics(kernel_ms=paired.kernel_ms, baseline_ms=paired.baseline_ms,
-                                            speedup=paired.speedup, interval=[paired.low, paired.high], tflops=tflops,
-                                            flags=flags)  # fmt: skip
-        lines = [paired.line(lib), paper.line(lib), state.line(lib)]
-        if first is not None:
-            again = "re-measured on fresh inputs and re-checked"
-            lines.append(f"{first.speedup:.3f}× at first, above the {ceiling:g}× ceiling: {again}")
-        detail = {
-            "paired": paired.model_dump(),
-            "paper": paper.model_dump(),
-            "gpu_state": state.model_dump(),
-            "first": first.model_dump() if first else None,
-            "flags": flags,
-            "baseline_library": lib,
-            "baseline_rel_l2": self.worker.baseline_errors[self.task.name],
-            "tflops": tflops,
-            "recheck_seed": seed,
-        }
-        return "\n".join(lines), detail
-
-    def _time_alone(self, why: str) -> tuple[str, dict]:
-        self.part("time")
-        with self.faults("timing the candidate"):
-            kernel = time_cold(self.launch_sequence, self.worker.flush, self.timing)
-        self.launches_done += kernel.runs + kernel.warmup_runs
-        self.recheck(RECHECK_SEED_OFFSET)
-        self.metrics.timing = TimingMetrics(kernel_ms=kernel.ms, tflops=self._tflops(kernel.ms))
-        return f"candidate {kernel.line()}\n{why}", {"kernel": kernel.model_dump()}
-
-    def _tflops(self, ms: float) -> float:
-        return evaluate(self.task.flops, self.task.dims) / (ms * 1e-3) / 1e12
-
-    def _paired(self, baseline: Callable[[], object]) -> tuple[PairedTiming, GpuState, RunPlan]:
-        """The candidate and the baseline interleaved, the GPU's state sampled meanwhile."""
-        self.part("time")
-        with self.worker.sampler.recording() as rec, self.faults("timing the candidate beside the baseline"):
-            paired, plan = time_paired(self.launch_sequence, baseline, self.worker.flush, self.timing, rec.mark)
-        self.launches_done += paired.warmup_runs + len(paired.block_speedups) * paired.block_runs
-        return paired, rec.state, plan
-
-    # ------------------------------------------------------------------------------ timing's helpers
+    # ------------------------------------------------------------ what the timing method asks (timing.Subject)
 
     def launch_sequence(self) -> None:
         for b in self.plan.buffers:
