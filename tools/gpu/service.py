@@ -121,6 +121,8 @@ class GpuService:
     @staticmethod
     def _read(proc: subprocess.Popen, lines: queue.Queue) -> None:
         for text in proc.stdout:
+            if not text.endswith("\n"):  # torn: the worker died while writing it, which the end of stream says
+                break
             try:
                 lines.put(from_worker(text))
             except ProtocolError as e:

@@ -4,7 +4,8 @@ script in PTXBENCH_STUB_SCRIPT, a JSON list of [stage, part, seconds] (part null
 each part as the worker does, spends its seconds there, then answers `passed` — or, when PTXBENCH_STUB_FAILURE
 holds {"status", "stage", "message", "detail", "sticky"}, fails that stage as the worker reports a failure (a
 `fault` in the detail is the kernel's fault, as the worker reports one). PTXBENCH_STUB_LINE, when set, is written
-as is before the result: a line that is not a message."""
+as a line before the result (one that is not a message); PTXBENCH_STUB_TORN is written without its newline before
+the stand-in dies, as a worker killed mid-write leaves its last line."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ def main() -> None:
             time.sleep(seconds)
         if "PTXBENCH_STUB_LINE" in os.environ:
             emit(os.environ["PTXBENCH_STUB_LINE"] + "\n")
+        if "PTXBENCH_STUB_TORN" in os.environ:
+            emit(os.environ["PTXBENCH_STUB_TORN"])
+            os._exit(3)
         result = Result(status=Status.PASSED, message="correct")
         if failure := json.loads(os.environ.get("PTXBENCH_STUB_FAILURE", "null")):
             detail = failure.get("detail", {})

@@ -172,6 +172,18 @@ def test_a_worker_line_that_is_not_a_message_is_a_runtime_error_and_a_fresh_work
         assert service.evaluate(GEMM, Arch.SM_90A, module, EvalOptions(profile=False)).status is Status.PASSED
 
 
+def test_a_line_torn_by_the_workers_death_reads_as_its_death(monkeypatch) -> None:
+    monkeypatch.setenv("PTXBENCH_STUB_SCRIPT", json.dumps([["run", None, 0.0]]))
+    monkeypatch.setenv("PTXBENCH_STUB_TORN", '{"kind": "result", "stat')
+    module = CompiledModule(language="ptx", ptx="", cubin=b"\0", plan=PLAN)
+    with StubService() as service:
+        outcome = service.evaluate(GEMM, Arch.SM_90A, module, EvalOptions(profile=False))
+    assert (outcome.status, outcome.message) == (
+        Status.RUNTIME_ERROR,
+        "the GPU worker died (exit code 3) during the run stage",
+    )
+
+
 def test_the_real_worker_without_a_gpu_says_why_it_cannot_start() -> None:
     module = CompiledModule(language="ptx", ptx="", cubin=b"\0", plan=PLAN)
     with GpuService() as service:  # tools.gpu.worker itself: torch here has no CUDA
