@@ -1,4 +1,5 @@
-"""One attempt, stage by stage: extract → compile → sass → abi → run → check → time → profile.
+"""One attempt, stage by stage: extract → compile → sass → abi, then the GPU stages (tools/gpu/stages.py: run →
+check → time → profile → perf, and the sanitizer's diagnoses).
 
 The static steps run where the caller runs and leave a `Static` record, plain data that the repair loop
 keeps in its checkpointed state between its nodes: `extract` (the answer → a Solution and its concrete
@@ -25,12 +26,12 @@ from tools.answer import AnswerError, extract_solution
 from tools.assemble import CompileResult, compile_source
 from tools.crosscheck import cross_check, cross_check_summary
 from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
-from tools.gpu.base import CompiledModule, Gpu, GpuOutcome, Unavailable
+from tools.gpu.base import CompiledModule, Gpu, Unavailable
+from tools.gpu.stages import skipped
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan, SpecError, plan_launches
 from tools.solution import Solution
 
-GPU_STAGES = (Stage.RUN, Stage.CHECK, Stage.TIME, Stage.PROFILE)
 FAILURE_STATUS = {
     Stage.EXTRACT: Status.EXTRACT_ERROR,
     Stage.COMPILE: Status.COMPILE_ERROR,
@@ -183,15 +184,8 @@ def evaluation(static: Static, task: Task, arch: Arch, gpu_reason: str = PENDING
     return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages)
 
 
-def skipped(reason: str) -> GpuOutcome:
-    """The GPU stages of an attempt that cannot run, skipped for `reason`: it stays unverified."""
-    stages = [StageResult(name=s, state=StageState.SKIPPED, message=reason) for s in GPU_STAGES]
-    message = f"compiled and checked statically; GPU stages skipped: {reason}"
-    return GpuOutcome(status=Status.UNVERIFIED, message=message, stages=stages)
-
-
 def on_gpu(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gpu) -> Evaluation:
-    """run → check → time → profile of the built module on `gpu`; skipped (with the reason) where it cannot."""
+    """The GPU stages of the built module on `gpu`; skipped (with the reason) where it cannot run them."""
     if static.failed or static.module is None:
         return evaluation(static, task, arch)
     reason = gpu.unavailable_reason(arch)
@@ -199,7 +193,7 @@ def on_gpu(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gp
         return evaluation(static, task, arch, reason)
     outcome = gpu.evaluate(task, arch, static.module, options)
     return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages,
-                   device=outcome.device, worker=outcome.worker, **outcome.metrics)  # fmt: skip
+                   device=outcome.device, worker=outcome.worker, **outcome.metrics.evaluation_fields())  # fmt: skip
 
 
 def _finish(

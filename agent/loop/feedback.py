@@ -14,7 +14,7 @@ from agent.loop.prompts import render
 from tasks.expr import evaluate
 from tasks.schema import Arch, Task
 from tools.evaluation import Evaluation, Stage, StageResult, StageState
-from tools.pipeline import GPU_STAGES
+from tools.gpu.stages import GPU_STAGES
 
 MESSAGE_CHARS = 6000
 DETAIL_CHARS = 2000

@@ -13,8 +13,9 @@ from agent.loop.store import RunFolder
 from tasks.schema import Arch, Task
 from tools.evaluation import Evaluation
 from tools.gpu.base import CompiledModule, GpuOutcome
+from tools.gpu.metrics import GpuMetrics
+from tools.gpu.stages import GPU_STAGES
 from tools.options import EvalOptions
-from tools.pipeline import GPU_STAGES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "agent"
 MARKER = re.compile(r"// eval: (\w+)")
@@ -51,10 +52,9 @@ class RecordedGpu:
         m = MARKER.search(module.ptx)
         assert m, "an untagged module reached the recorded GPU"
         ev = self.recorded[m.group(1)]
-        metrics = ev.model_dump(include={"kernel_ms", "baseline_ms", "speedup", "tflops", "targets_met",
-                                         "target_counts", "paper_tag"}, exclude_none=True)  # fmt: skip
         stages = [s for s in ev.stages if s.name in GPU_STAGES]
-        return GpuOutcome(status=ev.status, message=ev.message, stages=stages, metrics=metrics, device=ev.device)
+        return GpuOutcome(status=ev.status, message=ev.message, stages=stages, metrics=GpuMetrics.of(ev),
+                          device=ev.device)  # fmt: skip
 
     def device_info(self) -> None:
         return None

@@ -21,11 +21,12 @@ import pytest
 from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.dask_cluster import REPO, STOCK, Cluster
-from tests.tools.test_pool import FakeService, built
+from tests.tools.test_pool import FAKE_METRICS, FakeService, built
 from tools.evaluation import Stage, StageState, Status
 from tools.gpu import dask_worker
 from tools.gpu.base import Unavailable
-from tools.gpu.dask_worker import EvalReply, EvalRequest, evaluate_request
+from tools.gpu.dask_worker import evaluate_request
+from tools.gpu.protocol import EvalReply, EvalRequest
 from tools.options import EvalOptions
 from tools.pipeline import on_gpu
 from tools.pool import dask as dask_pool
@@ -193,12 +194,16 @@ def test_the_worker_function_answers_every_request_with_json(monkeypatch: pytest
     renamed = request.model_copy(update={"task": "nope"})
     unknown = EvalReply.model_validate_json(evaluate_request(renamed.model_dump_json()))
     assert unknown.refused.startswith("unknown task 'nope'")
+    newer = EvalReply.model_validate_json(
+        evaluate_request(request.model_copy(update={"protocol": 3}).model_dump_json())
+    )
+    assert newer.refused == "this host reads protocol v2, the caller sent v3"
     skipped = EvalReply.model_validate_json(evaluate_request(request.model_dump_json())).outcome
     assert skipped.status is Status.UNVERIFIED
     assert [s.message for s in skipped.stages] == ["host-gpu3: blackwell cannot run sm_90a"] * 4
     monkeypatch.setattr(dask_worker, "_service", FakeService("hopper"))
     passed = EvalReply.model_validate_json(evaluate_request(request.model_dump_json())).outcome
-    assert (passed.status, passed.device, passed.metrics) == (Status.PASSED, "hopper", {"speedup": 1.25})
+    assert (passed.status, passed.device, passed.metrics) == (Status.PASSED, "hopper", FAKE_METRICS)
 
 
 def test_an_unreachable_scheduler_interrupts_instead_of_a_verdict(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,12 +16,16 @@ from tests.waiting import wait_for
 from tools.evaluation import Stage, StageResult, StageState, Status
 from tools.gpu.base import GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, visible_count
+from tools.gpu.metrics import GpuMetrics, TimingMetrics
 from tools.options import EvalOptions
 from tools.pipeline import PENDING, build, evaluation, extract, on_gpu
 from tools.pool.base import OFF, Interrupted, Load
 from tools.pool.local import LocalPool
 
 FILL = (Path(__file__).parents[1] / "fixtures" / "agent" / "fill_ok.md").read_text()
+
+
+FAKE_METRICS = GpuMetrics(timing=TimingMetrics(kernel_ms=0.6, baseline_ms=0.75, speedup=1.25))
 
 
 class FakeService:
@@ -52,10 +56,8 @@ class FakeService:
             time.sleep(self.hold_s)
         self.evaluations += 1
         self.active -= 1
-        stages = [StageResult(name=n, state=StageState.PASSED) for n in ("run", "check")]
-        return GpuOutcome(
-            status=Status.PASSED, message="ok", stages=stages, metrics={"speedup": 1.25}, device=self.name
-        )
+        stages = [StageResult(name=n, state=StageState.PASSED) for n in ("run", "check", "time")]
+        return GpuOutcome(status=Status.PASSED, message="ok", stages=stages, metrics=FAKE_METRICS, device=self.name)
 
     def close(self) -> None:
         self.closed += 1

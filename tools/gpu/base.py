@@ -1,10 +1,10 @@
 """What every GPU backend is: something that says whether it can run an arch, evaluates a compiled module's
-GPU stages (run → check → time → profile), and says what device it is. The local GPU service, the
+GPU stages (tools/gpu/stages.py), and says what device it is. The local GPU service, the
 evaluation pools and `Unavailable` (no GPU here) implement it; the pipeline only ever sees this protocol."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,6 +12,7 @@ from tasks.schema import Arch, Task
 from tools.assemble import KernelResources
 from tools.evaluation import StageResult, Status
 from tools.gpu.devices import DeviceInfo
+from tools.gpu.metrics import GpuMetrics
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan
 
@@ -37,7 +38,7 @@ class GpuOutcome(BaseModel):
     status: Status
     message: str
     stages: list[StageResult]
-    metrics: dict[str, Any] = Field(default_factory=dict)
+    metrics: GpuMetrics = Field(default_factory=GpuMetrics)
     device: str | None = Field(None, description="The GPU's name, when the stages ran on one.")
     worker: str | None = Field(None, description="The Dask worker that ran them (host-gpuN); None: a GPU here.")
 

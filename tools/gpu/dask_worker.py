@@ -7,7 +7,8 @@ scheduler sends it requests of that arch only, one at a time. Every worker proce
 the process's one long-lived GpuService (a kernel fault stays inside the service's own worker process, as on a GPU
 of the caller's machine) and closes it when the worker stops.
 
-The one thing the pool submits is `evaluate_request`: a request's JSON in, the reply's JSON out.
+The one thing the pool submits is `evaluate_request`: a request's JSON in, the reply's JSON out (the messages of
+tools/gpu/protocol.py).
 """
 
 from __future__ import annotations
@@ -18,38 +19,21 @@ import socket
 import subprocess
 import sys
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from tasks.catalog import get_task
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
 from tools.gpu import launcher
-from tools.gpu.base import CompiledModule, Gpu, GpuOutcome
+from tools.gpu.base import Gpu
 from tools.gpu.devices import NoDevice, device_info, visible_count
+from tools.gpu.protocol import PROTOCOL, EvalReply, EvalRequest
 from tools.gpu.service import GpuService
-from tools.options import EvalOptions
-from tools.pipeline import skipped
+from tools.gpu.stages import skipped
 from tools.pool.base import scheduler_address
 
 PRELOAD = "tools.gpu.dask_worker"
 TLS_FLAGS = ("--tls-ca-file", "--tls-cert", "--tls-key")  # passed to `dask worker` as given
-
-
-class EvalRequest(BaseModel):
-    """One attempt's GPU stages, as the pool sends them (the module carries the cubin, base64, and the launch plan)."""
-
-    model_config = ConfigDict(extra="forbid")
-    task: str
-    task_version: int = Field(description="The caller's definition of the task; a host with another one refuses.")
-    arch: Arch
-    module: CompiledModule
-    options: EvalOptions
-
-
-class EvalReply(BaseModel):
-    worker: str = Field(description="The Dask worker's name (host-gpuN).")
-    outcome: GpuOutcome | None = None
-    refused: str | None = Field(None, description="Why the worker could not take the request: it runs other code.")
 
 
 _service: Gpu | None = None  # this worker process's GPU service
@@ -81,6 +65,8 @@ def evaluate_request(request_json: str) -> str:
         return _refuse("no GPU service in this process: start workers with python -m tools.gpu.dask_worker")
     try:
         request = EvalRequest.model_validate_json(request_json)
+        if request.protocol != PROTOCOL:
+            return _refuse(f"this host reads protocol v{PROTOCOL}, the caller sent v{request.protocol}")
         task = get_task(request.task)
     except ValidationError as e:
         return _refuse(f"the request does not read here (other code than the caller's):\n{format_validation_error(e)}")

@@ -18,6 +18,7 @@ from tasks.schema import TargetGroup
 from tools import procs
 from tools.evaluation import Stage, StageResult, StageState
 from tools.gpu import launcher, ncu
+from tools.gpu.metrics import TargetMetrics
 from tools.plan import LaunchPlan
 
 WARP = "sass__inst_executed_per_opcode"
@@ -85,7 +86,8 @@ def summarize(launches: list[dict[str, Any]], groups: list[TargetGroup]) -> dict
 
 def profile_stage(
     cubin: bytes, plan: LaunchPlan, groups: list[TargetGroup], device: int, timeout_s: float
-) -> tuple[StageResult, dict[str, Any]]:
+) -> tuple[StageResult, TargetMetrics | None]:
+    """The profile stage of a correct attempt, and its verdict on the target groups (None when it was skipped)."""
     start = time.perf_counter()
     kernels = sorted({launch.kernel for launch in plan.launches})
     collect = ["-k", kernel_filter(kernels), "-c", str(len(plan.launches)), "--metrics", ",".join(METRICS)]
@@ -95,10 +97,10 @@ def profile_stage(
             raw = ncu.profile_raw(launcher.command(bundle), collect, env=launcher.environment(device),
                                   timeout_s=timeout_s, instances=True)  # fmt: skip
         except ncu.NcuFailed as e:
-            return _skipped(str(e), start), {}
+            return _skipped(str(e), start), None
     launches = parse_report(raw)
     if not launches:
-        return _skipped(f"ncu's report held no launches of {', '.join(kernels)}: {ncu.tail(raw)}", start), {}
+        return _skipped(f"ncu's report held no launches of {', '.join(kernels)}: {ncu.tail(raw)}", start), None
     summary = summarize(launches, groups)
     lines = []
     for g in groups:
@@ -118,8 +120,8 @@ def profile_stage(
         detail={**summary, "launches_profiled": len(launches)},
         seconds=time.perf_counter() - start,
     )
-    metrics = {k: summary[k] for k in ("target_counts", "targets_met", "paper_tag")}
-    return stage, metrics
+    targets = TargetMetrics(met=summary["targets_met"], counts=summary["target_counts"], paper_tag=summary["paper_tag"])
+    return stage, targets
 
 
 def kernel_filter(kernels: list[str]) -> str:

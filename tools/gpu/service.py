@@ -1,16 +1,15 @@
 """The evaluation service: the caller's side of one GPU. It keeps a long-lived worker process
 (tools/gpu/worker.py, a fresh interpreter spawned with `python -m`, so none of the caller's modules —
-langgraph, openai — load into it), enforces a wall-clock limit per attempt, and kills and restarts the
-worker after a hang, a crash or a sticky CUDA error. No kernel can take the caller down.
+langgraph, openai — load into it), speaks to it over the pipe of tools/gpu/protocol.py, enforces a wall-clock
+limit per part of each stage, and kills and restarts the worker after a hang, a crash or a sticky CUDA error.
+No kernel can take the caller down.
 
-Profiling (Nsight Compute) and compute-sanitizer run here, on the torch-free launcher: memcheck locates every
-fault of the kernel (and checks a correct attempt when asked), racecheck looks at a mismatch when asked."""
+The stages after the worker's (tools/gpu/stages.py says which an attempt gets) run here as tool processes on the
+torch-free launcher: the profile and perf passes (Nsight Compute), and compute-sanitizer's diagnoses."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import json
 import os
 import queue
 import signal
@@ -24,17 +23,31 @@ from pathlib import Path
 from tasks.schema import Arch, Task
 from tools import procs
 from tools.evaluation import Stage, StageResult, StageState, Status
-from tools.gpu import launcher, perf, profile, sanitizer
+from tools.gpu import launcher, perf, profile, sanitizer, stages
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, device_info
 from tools.gpu.limits import WORKER_START_S, StageLimits, stage_limits
-from tools.options import EvalOptions, Profile
+from tools.gpu.metrics import GpuMetrics
+from tools.gpu.protocol import (
+    Exit,
+    Fatal,
+    Part,
+    Progress,
+    ProtocolError,
+    Ready,
+    Result,
+    StageDone,
+    WorkerRequest,
+    from_worker,
+    line,
+)
+from tools.options import EvalOptions
 
 TIMEOUT_HINT = (
     "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "
     "copies deliver), barriers that not every thread reaches, and loops whose bounds come from uninitialised values"
 )
-PARTS = {  # what the worker was doing in each part of a stage, for the time-out message
+PARTS: dict[Part, str] = {  # what the worker was doing in each part of a stage, for the time-out message
     "run": "running the launch sequence once",
     "check": "running the check trials",
     "time": "timing the candidate and the baseline",
@@ -92,24 +105,33 @@ class GpuService:
         )
         self._lines = queue.Queue()
         threading.Thread(target=self._read, args=(self._proc, self._lines), daemon=True).start()
-        message = self._next(self.start_timeout_s)
-        if message is None or "ready" not in message:
-            reason = (message or {}).get("fatal") or self._log_tail() or "it exited"
+        try:
+            message = self._next(self.start_timeout_s)
+        except queue.Empty:
+            message = f"no ready message within {self.start_timeout_s:g} s"
+        if not isinstance(message, Ready):
+            if isinstance(message, Fatal):
+                reason = message.message
+            else:  # it exited (its log says why), sent nothing in time, or sent something else
+                reason = str(message) if message is not None else self._log_tail() or "it exited"
             self._kill()
             raise RuntimeError(f"the GPU worker did not start: {reason}")
         self.last_start_s = time.perf_counter() - start
 
     @staticmethod
     def _read(proc: subprocess.Popen, lines: queue.Queue) -> None:
-        for line in proc.stdout:
+        for text in proc.stdout:
+            if not text.endswith("\n"):  # torn: the worker died while writing it, which the end of stream says
+                break
             try:
-                lines.put(json.loads(line))
-            except json.JSONDecodeError:
-                continue
+                lines.put(from_worker(text))
+            except ProtocolError as e:
+                lines.put(e)
         lines.put(None)  # end of stream: the worker exited
 
-    def _next(self, timeout_s: float) -> dict | None:
-        """The worker's next message; None if it exited; raises queue.Empty on time-out."""
+    def _next(self, timeout_s: float):
+        """The worker's next message (or the ProtocolError of a line that does not read); None if it exited; raises
+        queue.Empty on time-out."""
         return self._lines.get(timeout=max(timeout_s, 0.01))
 
     def _kill(self) -> None:
@@ -138,7 +160,7 @@ class GpuService:
         """Stop the worker for good (the service is not used after this)."""
         if self._proc is not None and self._proc.poll() is None:
             try:
-                self._proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                self._proc.stdin.write(line(Exit()))
                 self._proc.stdin.flush()
                 self._proc.wait(timeout=10)
             except (OSError, subprocess.TimeoutExpired):
@@ -156,8 +178,8 @@ class GpuService:
     # ----------------------------------------------------------------------------------- evaluation
 
     def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
-        """run → check → time in the worker, then profile (and perf) and memcheck here; stops at the first
-        failure."""
+        """The attempt's GPU stages (tools/gpu/stages.py): the worker's, then those that run here; stops at the first
+        failure, and diagnoses it."""
         outcome = self._evaluate(task, arch, module, options)
         info = self.device_info()
         outcome.device = info.name if info else None
@@ -165,70 +187,71 @@ class GpuService:
 
     def _evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
         seed = options.seed if options.seed is not None else int.from_bytes(os.urandom(4), "little") % 10**6
-        request = {
-            "op": "evaluate",
-            "task": task.name,
-            "plan": module.plan.model_dump(mode="json"),
-            "cubin": base64.b64encode(module.cubin).decode(),
-            "options": {**options.model_dump(mode="json", include=set(EvalOptions.model_fields)), "seed": seed},
-        }
+        request = WorkerRequest(task=task.name, plan=module.plan, cubin=module.cubin,
+                                options=options.model_copy(update={"seed": seed}))  # fmt: skip
         limits = stage_limits(task, options)
-        outcome = self._in_worker(request, limits)
-
-        def sanitize(stage: Stage) -> StageResult:
-            result = sanitizer.sanitize_module(stage, module, arch, self.device, limits.memcheck,
-                                               options.static_timeout_s)  # fmt: skip
-            outcome.stages.append(result)
-            return result
-
-        if outcome.status is Status.RUNTIME_ERROR and _kernel_fault(outcome):
-            located = sanitize(Stage.MEMCHECK)
-            if located.state is StageState.FAILED:
-                first = located.detail["findings"][0]
-                outcome.message += "\nLocated: " + sanitizer.Finding.model_validate(first).line_text()
-        if outcome.status is Status.MISMATCH and options.racecheck:
-            sanitize(Stage.RACECHECK)
-        if outcome.status is not Status.PASSED:
-            return outcome
-        groups = task.targets[arch]
-        if options.profile is not Profile.OFF:
-            stage, metrics = profile.profile_stage(module.cubin, module.plan, groups, self.device, limits.profile)
-            outcome.stages.append(stage)
-            outcome.metrics.update(metrics)
-        if options.profile is not Profile.OFF and options.wants_perf(outcome.metrics.get("speedup")):
-            stage, report = perf.perf_stage(task, module.cubin, module.plan, self._library_profiles, limits.perf)
-            outcome.stages.append(stage)
-            if report is not None:
-                outcome.metrics["perf"] = report
-        if options.memcheck and sanitize(Stage.MEMCHECK).state is StageState.FAILED:
-            outcome.status, outcome.message = Status.RUNTIME_ERROR, f"memcheck: {outcome.stages[-1].message}"
-            outcome.metrics = {k: v for k, v in outcome.metrics.items() if not k.startswith("speedup")}
+        outcome, fault = self._in_worker(request, limits)
+        if outcome.status is Status.PASSED:
+            for stage in stages.after_worker(options, outcome.metrics.speedup):
+                outcome.stages.append(self._profile(stage, task, arch, module, limits, outcome.metrics))
+        for stage in stages.diagnoses(outcome.status, fault, options):
+            self._diagnose(stage, outcome, arch, module, limits, options)
         return outcome
 
-    def _in_worker(self, request: dict, limits: StageLimits) -> GpuOutcome:
+    def _profile(self, stage: Stage, task: Task, arch: Arch, module: CompiledModule, limits: StageLimits,
+                 metrics: GpuMetrics) -> StageResult:  # fmt: skip
+        """An Nsight Compute pass of a correct attempt; its figures go into `metrics`."""
+        if stage is Stage.PROFILE:
+            result, metrics.targets = profile.profile_stage(module.cubin, module.plan, task.targets[arch], self.device,
+                                                            limits.profile)  # fmt: skip
+        else:
+            result, metrics.perf = perf.perf_stage(task, module.cubin, module.plan, self._library_profiles, limits.perf)
+        return result
+
+    def _diagnose(self, stage: Stage, outcome: GpuOutcome, arch: Arch, module: CompiledModule, limits: StageLimits,
+                  options: EvalOptions) -> None:  # fmt: skip
+        """A compute-sanitizer pass: a fault it locates is named in the message; errors it finds in an attempt the
+        checks passed make that attempt a runtime error, with no speedup."""
+        result = sanitizer.sanitize_module(stage, module, arch, self.device, limits.memcheck, options.static_timeout_s)
+        outcome.stages.append(result)
+        if result.state is not StageState.FAILED:
+            return
+        if outcome.status is Status.RUNTIME_ERROR:
+            first = sanitizer.Finding.model_validate(result.detail["findings"][0])
+            outcome.message += "\nLocated: " + first.line_text()
+        elif outcome.status is Status.PASSED:
+            outcome.status, outcome.message = Status.RUNTIME_ERROR, f"memcheck: {result.message}"
+            if outcome.metrics.timing:
+                outcome.metrics.timing = outcome.metrics.timing.without_speedup()
+
+    def _in_worker(self, request: WorkerRequest, limits: StageLimits) -> tuple[GpuOutcome, str | None]:
+        """The worker's stages of one request, and the driver error of the kernel's fault, if it faulted."""
         if self._proc is None or self._proc.poll() is not None:
             try:
                 self._start()
             except RuntimeError as e:
-                return GpuOutcome(status=Status.RUNTIME_ERROR, message=str(e), stages=[])
+                return GpuOutcome(status=Status.RUNTIME_ERROR, message=str(e), stages=[]), None
         try:
-            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.write(line(request))
             self._proc.stdin.flush()
         except OSError:  # it died since the last attempt; one fresh start
             self._kill()
             return self._in_worker(request, limits)
-        stages: list[StageResult] = []
-        current = part = "run"
+        done: list[StageResult] = []
+        current, limited = Stage.RUN, "run"
         deadline = time.monotonic() + limits.run
+
+        def failed(status: Status, text: str) -> tuple[GpuOutcome, None]:
+            done.append(StageResult(name=current, state=StageState.FAILED, message=text))
+            return GpuOutcome(status=status, message=text, stages=done), None
+
         while True:
             try:
                 message = self._next(deadline - time.monotonic())
             except queue.Empty:
                 self._kill()  # the next attempt starts a fresh worker
                 self.restarts += 1
-                text = _timeout_text(current, part, limits)
-                stages.append(StageResult(name=Stage(current), state=StageState.FAILED, message=text))
-                return GpuOutcome(status=Status.TIMEOUT, message=text, stages=stages)
+                return failed(Status.TIMEOUT, _timeout_text(current, limited, limits))
             if message is None:
                 code = self._proc.wait()
                 tail = self._log_tail(600)
@@ -236,32 +259,26 @@ class GpuService:
                 text = f"the GPU worker died (exit code {code}) during the {current} stage" + (
                     f"; its last output: {tail}" if tail else ""
                 )
-                stages.append(StageResult(name=Stage(current), state=StageState.FAILED, message=text))
-                return GpuOutcome(status=Status.RUNTIME_ERROR, message=text, stages=stages)
-            if "progress" in message:  # a stage, or a part of one, begins: its own limit starts now
-                current = message["progress"]
-                part = message.get("part", current)
-                deadline = time.monotonic() + limits.of(part)
-            elif "stage_done" in message:
-                stages.append(StageResult.model_validate(message["stage_done"]))
-            elif "result" in message:
-                result = message["result"]
-                if result.get("sticky"):
+                return failed(Status.RUNTIME_ERROR, text)
+            if isinstance(message, Progress):  # a stage, or a part of one, begins: its own limit starts now
+                current, limited = message.stage, message.limited
+                deadline = time.monotonic() + limits.of(limited)
+            elif isinstance(message, StageDone):
+                done.append(message.result)
+            elif isinstance(message, Result):
+                if message.sticky:
                     self._kill()  # the next attempt starts a fresh worker
                     self.restarts += 1
-                if result.get("error"):
-                    stages.append(
-                        StageResult(name=Stage(current), state=StageState.FAILED, message=result["error"][-2000:])
-                    )
-                metrics = {k: v for k, v in result["metrics"].items() if v is not None}
-                return GpuOutcome(
-                    status=Status(result["status"]), message=result["message"], stages=stages, metrics=metrics
-                )
-
-
-def _kernel_fault(outcome: GpuOutcome) -> bool:
-    """Whether the kernel itself faulted (the worker says which driver error), not the worker or a launch."""
-    return any("fault" in s.detail for s in outcome.stages if s.state is StageState.FAILED)
+                if message.error:
+                    done.append(StageResult(name=current, state=StageState.FAILED, message=message.error[-2000:]))
+                outcome = GpuOutcome(status=message.status, message=message.message, stages=done,
+                                     metrics=message.metrics)  # fmt: skip
+                return outcome, message.fault
+            else:  # a line that does not read, or a start-up message mid-request: a worker not to be trusted further
+                self._kill()
+                self.restarts += 1
+                what = str(message) if isinstance(message, ProtocolError) else f"the GPU worker sent {message.kind!r}"
+                return failed(Status.RUNTIME_ERROR, f"during the {current} stage, {what}")
 
 
 def _timeout_text(stage: str, part: str, limits: StageLimits) -> str:

@@ -20,7 +20,11 @@ The paper's method is kept as a second figure, measured in the same window right
 timed alone, trials of runs, the mean of the trials' medians. On the H200 it read one GEMM answer 0.857×
 and 0.895× minutes apart, because a power-capped cuBLAS wobbles between trials.
 
-The statistics and the run plan are pure functions of run times (tests/tools/gpu/test_timing_stats.py)."""
+The method — what is timed in which order, which figure is reported, the re-checks on fresh inputs after timing
+(a kernel that keeps state between launches is wrong the second time), a speedup above eval.speedup_ceiling
+re-measured on fresh inputs and re-checked before it stands — is `time_attempt`, the time stage of the worker
+(tools/gpu/worker.py), which keeps the checks themselves (its order: tests/tools/gpu/test_timing_method.py). The
+statistics and the run plan are pure functions of run times (tests/tools/gpu/test_timing_stats.py)."""
 
 from __future__ import annotations
 
@@ -28,15 +32,25 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 import torch
 from pydantic import BaseModel
 
+from tasks.expr import evaluate
+from tasks.schema import Task
+from tools.gpu.gpu_state import GpuSampler, GpuState, noisy_flag
+from tools.gpu.metrics import TimingMetrics
+from tools.gpu.protocol import Part
 from tools.options import EvalOptions
 
 Phase = Callable[[str | None], None]  # told which of the two is about to run ("candidate", "baseline", None)
 WARMUP_SHARE = 0.1  # of the budget, at most, per function: a slow kernel is warmed up once, not ten times
 FLOOR = {"blocks": 3, "block_runs": 1, "trials": 1, "reps": 1}  # the fewest a plan reduced to fit makes
+RECHECK_SEED_OFFSET = 1_000_003  # of the attempt's seed: the re-check after timing
+REMEASURE_SEED_OFFSET = 2_000_003  # the re-check after re-measuring a speedup above the ceiling
 
 
 class TimingOptions(BaseModel):
@@ -278,3 +292,132 @@ def _one_run_ms(fn: Callable[[], object], flush: L2Flush) -> float:
     fn()
     torch.cuda.synchronize()
     return (time.perf_counter() - start) * 1e3
+
+
+# ------------------------------------------------------------------------------------------- the method
+
+
+class Subject(Protocol):
+    """What the method asks of the attempt it times (tools/gpu/worker.py, where the checks are)."""
+
+    def launch_sequence(self) -> None:
+        """One run of the candidate: its launch sequence, scratch reset first."""
+
+    def timing_inputs(self) -> dict[str, torch.Tensor]:
+        """Inputs no check has used, put in the buffers; returns a pristine copy."""
+
+    def baseline(self, inputs: dict[str, torch.Tensor]) -> tuple[Callable[[], object], dict[str, float]]:
+        """The library's call on these inputs, prepared afresh, and its rel. L2 error per output."""
+
+    def recheck(self, offset: int) -> tuple[int, dict[str, torch.Tensor]]:
+        """The check on fresh inputs (the attempt's seed + `offset`), same loaded module; the seed and a pristine
+        copy of the inputs, which the buffers still hold. A mismatch ends the attempt."""
+
+    def faults(self, what: str) -> AbstractContextManager[None]:
+        """Runs the block, waits for the GPU, and ends the attempt on a driver error."""
+
+    def part(self, part: Part) -> None:
+        """Tells the service which part of the stage starts: each has its own time limit."""
+
+    def executed(self, runs: int) -> None:
+        """Counts runs of the launch sequence (a re-check's failure says how many came before it)."""
+
+
+@dataclass
+class Bench:
+    """A worker's timing equipment, kept across attempts: the L2 flush and the GPU state sampler."""
+
+    flush: L2Flush
+    sampler: GpuSampler
+
+
+class Measured(NamedTuple):
+    """The time stage's message, its detail and the figures the Evaluation reports."""
+
+    message: str
+    detail: dict[str, Any]
+    metrics: TimingMetrics
+
+
+def time_attempt(subject: Subject, bench: Bench, task: Task, options: EvalOptions) -> Measured:
+    """The candidate paired with the baseline, the paper's figure in the same window, then a re-check; a speedup
+    above the ceiling is re-measured beside a baseline on the re-check's inputs and re-checked once more. Without
+    a baseline (the library failed: not the candidate's fault) the candidate is timed alone."""
+    timing = TimingOptions.of(options)
+    try:
+        baseline, errors = subject.baseline(subject.timing_inputs())
+    except Exception as e:  # the library's failure, not the candidate's: report the kernel's time alone
+        return _time_alone(subject, bench, task, timing, f"baseline unavailable: {e}")
+    paired, state, plan = _paired(subject, bench, baseline, timing)
+    with subject.faults("timing the candidate alone (the paper's method)"):
+        paper = PaperTiming.of(
+            time_trials(subject.launch_sequence, bench.flush, plan, paired.warmup_runs),
+            time_trials(baseline, bench.flush, plan, paired.warmup_runs),
+        )
+    subject.executed(plan.trials * plan.reps)
+    seed, fresh = subject.recheck(RECHECK_SEED_OFFSET)
+    first = None
+    if paired.speedup > options.speedup_ceiling:  # too good to be true until measured on other data
+        first = paired
+        paired, state, _ = _paired(subject, bench, subject.baseline(fresh)[0], timing)
+        subject.recheck(REMEASURE_SEED_OFFSET)
+    return _report(task, options.speedup_ceiling, paired, paper, state, first, seed, errors)
+
+
+def _report(
+    task: Task, ceiling: float, paired: PairedTiming, paper: PaperTiming, state: GpuState, first: PairedTiming | None,
+    seed: int, baseline_errors: dict[str, float],
+) -> Measured:  # fmt: skip
+    """The figures, the flags, the stage's message and its detail, from the measurements made."""
+    lib = task.baseline.library
+    noisy = noisy_flag(paired.spread, state, lib)
+    flags = [noisy] if noisy else []
+    if first is not None and paired.speedup > ceiling:
+        flags.append(
+            f"above the ceiling — {paired.speedup:.2f}× {lib} exceeds {ceiling:g}×: "
+            "re-measured on fresh inputs and re-checked, it stands"
+        )
+    tflops = _tflops(task, paired.kernel_ms)
+    metrics = TimingMetrics(kernel_ms=paired.kernel_ms, baseline_ms=paired.baseline_ms, speedup=paired.speedup,
+                            interval=[paired.low, paired.high], tflops=tflops, flags=flags)  # fmt: skip
+    lines = [paired.line(lib), paper.line(lib), state.line(lib)]
+    if first is not None:
+        again = "re-measured on fresh inputs and re-checked"
+        lines.append(f"{first.speedup:.3f}× at first, above the {ceiling:g}× ceiling: {again}")
+    detail = {
+        "paired": paired.model_dump(),
+        "paper": paper.model_dump(),
+        "gpu_state": state.model_dump(),
+        "first": first.model_dump() if first else None,
+        "flags": flags,
+        "baseline_library": lib,
+        "baseline_rel_l2": baseline_errors,
+        "tflops": tflops,
+        "recheck_seed": seed,
+    }
+    return Measured("\n".join(lines), detail, metrics)
+
+
+def _time_alone(subject: Subject, bench: Bench, task: Task, timing: TimingOptions, why: str) -> Measured:
+    subject.part("time")
+    with subject.faults("timing the candidate"):
+        kernel = time_cold(subject.launch_sequence, bench.flush, timing)
+    subject.executed(kernel.runs + kernel.warmup_runs)
+    subject.recheck(RECHECK_SEED_OFFSET)
+    metrics = TimingMetrics(kernel_ms=kernel.ms, tflops=_tflops(task, kernel.ms))
+    return Measured(f"candidate {kernel.line()}\n{why}", {"kernel": kernel.model_dump()}, metrics)
+
+
+def _paired(
+    subject: Subject, bench: Bench, baseline: Callable[[], object], timing: TimingOptions
+) -> tuple[PairedTiming, GpuState, RunPlan]:
+    """The candidate and the baseline interleaved, the GPU's state sampled meanwhile."""
+    subject.part("time")
+    with bench.sampler.recording() as rec, subject.faults("timing the candidate beside the baseline"):
+        paired, plan = time_paired(subject.launch_sequence, baseline, bench.flush, timing, rec.mark)
+    subject.executed(paired.warmup_runs + len(paired.block_speedups) * paired.block_runs)
+    return paired, rec.state, plan
+
+
+def _tflops(task: Task, ms: float) -> float:
+    return evaluate(task.flops, task.dims) / (ms * 1e-3) / 1e12

@@ -1,15 +1,13 @@
-"""The GPU worker: a long-lived process that owns one GPU's CUDA context and runs the run → check → time
-stages of each attempt. It speaks JSON lines on stdin/stdout (see tools/gpu/service.py, the caller) and
-imports only torch, cuda.bindings, pydantic, pynvml (tools/gpu/gpu_state.py) and this repository's tasks/
-and tools/ modules.
+"""The GPU worker: a long-lived process that owns one GPU's CUDA context and runs the stages of each attempt that need
+it (tools/gpu/stages.py in_worker: run → check → time). It speaks the pipe of tools/gpu/protocol.py on stdin/stdout
+(tools/gpu/service.py is the other end) and imports only torch, cuda.bindings, pydantic, pynvml
+(tools/gpu/gpu_state.py) and this repository's tasks/ and tools/ modules.
 
-The candidate never sees the reference result: the reference is computed from a pristine copy of the
-inputs after the candidate's launches have finished."""
+The candidate never sees the reference result: the reference is computed from a pristine copy of the inputs after
+the candidate's launches have finished. How the time stage measures is tools/gpu/timing.py's; the checks are here."""
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 import os
 import sys
@@ -17,36 +15,35 @@ import time
 import traceback
 from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Any
 
 import torch
 
 from tasks import get_task
 from tasks.baselines import prepare_baseline
-from tasks.expr import evaluate
 from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
 from tools.evaluation import Stage, StageResult, StageState, Status
-from tools.gpu import driver
+from tools.gpu import driver, stages, timing
 from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
 from tools.gpu.devices import device_info
-from tools.gpu.gpu_state import GpuSampler, GpuState, noisy_flag
-from tools.gpu.timing import (
-    L2Flush,
-    PairedTiming,
-    PaperTiming,
-    RunPlan,
-    TimingOptions,
-    time_cold,
-    time_paired,
-    time_trials,
+from tools.gpu.gpu_state import GpuSampler
+from tools.gpu.metrics import GpuMetrics
+from tools.gpu.protocol import (
+    Exit,
+    Fatal,
+    Part,
+    Progress,
+    ProtocolError,
+    Ready,
+    Result,
+    StageDone,
+    WorkerRequest,
+    line,
+    to_worker,
 )
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan
-
-RECHECK_SEED_OFFSET = 1_000_003  # the re-check after timing
-REMEASURE_SEED_OFFSET = 2_000_003  # the re-check after re-measuring a speedup above the ceiling
 
 
 class AttemptFailed(Exception):
@@ -58,28 +55,21 @@ class AttemptFailed(Exception):
 
 
 class Worker:
-    def __init__(self, emit):
+    def __init__(self, emit: Callable[[Progress | StageDone], None]):
         self.emit = emit
         self.device = torch.device("cuda", 0)
         torch.cuda.set_device(self.device)
         torch.backends.cuda.matmul.allow_tf32 = False  # the reference is true fp32
         torch.backends.cudnn.allow_tf32 = False
         self.info = device_info(0)
-        self.flush = L2Flush(self.info.l2_bytes, self.device)
-        self.sampler = GpuSampler.open(self.info.pci_bus_id)
+        flush = timing.L2Flush(self.info.l2_bytes, self.device)
+        self.bench = timing.Bench(flush, GpuSampler.open(self.info.pci_bus_id))
         # Task name → the baseline's rel. L2 error per output: checked once per worker. Its time is not
         # kept: the baseline is timed beside the candidate in every attempt.
         self.baseline_errors: dict[str, dict[str, float]] = {}
 
-    def evaluate(self, request: dict) -> dict:
-        attempt = _Attempt(
-            self,
-            get_task(request["task"]),
-            LaunchPlan.model_validate(request["plan"]),
-            base64.b64decode(request["cubin"]),
-            EvalOptions.model_validate(request["options"]),
-        )
-        return attempt.run()
+    def evaluate(self, request: WorkerRequest) -> Result:
+        return _Attempt(self, get_task(request.task), request.plan, request.cubin, request.options).run()
 
 
 class _Attempt:
@@ -87,28 +77,26 @@ class _Attempt:
         self.worker, self.task, self.plan, self.cubin, self.options = worker, task, plan, cubin, options
         self.trials = options.trials
         self.seed = options.seed or 0  # the service always sends the seed it chose
-        self.timing = TimingOptions.of(options)
         self.module = None
-        self.metrics: dict[str, Any] = {}
+        self.metrics = GpuMetrics()
         self.launches_done = 0
 
     # ----------------------------------------------------------------------------------------- flow
 
-    def run(self) -> dict:
-        status, message, sticky = Status.PASSED, "", False
+    def run(self) -> Result:
+        runs = {Stage.RUN: self._run, Stage.CHECK: self._check, Stage.TIME: self._time}
+        status, message, sticky, fault = Status.PASSED, "", False, None
         try:
-            self._stage(Stage.RUN, self._run)
-            self._stage(Stage.CHECK, self._check)
-            if self.options.time:
-                self._stage(Stage.TIME, self._time)
+            for stage in stages.in_worker(self.options):
+                self._stage(stage, runs[stage])
             message = self._passed_message()
         except AttemptFailed as e:
-            status, message, sticky = e.status, str(e), e.sticky
+            status, message, sticky, fault = e.status, str(e), e.sticky, e.detail.get("fault")
             failed = StageResult(name=e.stage, state=StageState.FAILED, message=str(e), detail=e.detail)
-            self.worker.emit({"stage_done": failed.model_dump(mode="json")})
+            self.worker.emit(StageDone(result=failed))
         if self.module is not None and not sticky:
             driver.call(driver.cu.cuModuleUnload, self.module)
-        return {"status": status, "message": message, "metrics": self.metrics, "sticky": sticky}
+        return Result(status=status, message=message, metrics=self.metrics, sticky=sticky, fault=fault)
 
     def _out_of_memory(self, error: torch.cuda.OutOfMemoryError) -> AttemptFailed:
         """Free this attempt's memory, so the worker stays usable, and say what did not fit."""
@@ -123,9 +111,9 @@ class _Attempt:
             f"GiB) and the check's own tensors do not fit ({first_line}); use less scratch",
         )
 
-    def _stage(self, stage: Stage, fn) -> None:
+    def _stage(self, stage: Stage, fn: Callable[[], tuple[str, dict]]) -> None:
         self.current = stage
-        self.worker.emit({"progress": str(stage)})
+        self.worker.emit(Progress(stage=stage))
         start = time.perf_counter()
         try:
             message, detail = fn()
@@ -134,7 +122,7 @@ class _Attempt:
         result = StageResult(
             name=stage, state=StageState.PASSED, message=message, detail=detail, seconds=time.perf_counter() - start
         )
-        self.worker.emit({"stage_done": result.model_dump(mode="json")})
+        self.worker.emit(StageDone(result=result))
 
     # --------------------------------------------------------------------------------------- stages
 
@@ -186,7 +174,7 @@ class _Attempt:
     def _rerun(self, inputs: dict[str, torch.Tensor]) -> tuple[str, dict]:
         """The launch sequence once more on the very same inputs: outputs that differ beyond the tolerance
         between two runs point to a race; identical ones say the mismatch is deterministic."""
-        self._part("rerun")
+        self.part("rerun")
         try:
             first = {o.name: self.buffers[o.name].clone() for o in self.task.outputs}
         except torch.cuda.OutOfMemoryError:
@@ -196,9 +184,9 @@ class _Attempt:
             self.buffers[name].copy_(value)
         for spec in self.task.outputs:
             poison(self.buffers[spec.name])
-        with self._faults("re-running on the same inputs"):
-            self._launch_sequence()
-        self.launches_done += 1
+        with self.faults("re-running on the same inputs"):
+            self.launch_sequence()
+        self.executed(1)
         diffs = [rerun_difference(n, first[n], self.buffers[n], self.task.tolerance) for n in first]
         detail = {"outputs": [d.model_dump() | {"beyond_tolerance": d.beyond_tolerance} for d in diffs]}
         shown = "; ".join(d.summary() for d in diffs)
@@ -221,96 +209,45 @@ class _Attempt:
         )
 
     def _time(self) -> tuple[str, dict]:
-        inputs = self._fill(self.seed + self.trials)
-        try:
-            baseline = self._baseline(inputs)
-        except Exception as e:  # the library's failure, not the candidate's: report the kernel's time alone
-            return self._time_alone(f"baseline unavailable: {e}")
-        paired, state, plan = self._paired(baseline)
-        with self._faults("timing the candidate alone (the paper's method)"):
-            paper = PaperTiming.of(
-                time_trials(self._launch_sequence, self.worker.flush, plan, paired.warmup_runs),
-                time_trials(baseline, self.worker.flush, plan, paired.warmup_runs),
-            )
-        self.launches_done += plan.trials * plan.reps
-        seed, fresh = self._recheck(RECHECK_SEED_OFFSET)
-        first = None
-        if paired.speedup > self.options.speedup_ceiling:  # too good to be true until measured on other data
-            first = paired
-            paired, state, _ = self._paired(self._baseline(fresh))
-            self._recheck(REMEASURE_SEED_OFFSET)
-        return self._timing_report(paired, paper, state, first, seed)
+        measured = timing.time_attempt(self, self.worker.bench, self.task, self.options)
+        self.metrics.timing = measured.metrics
+        return measured.message, measured.detail
 
-    def _timing_report(
-        self, paired: PairedTiming, paper: PaperTiming, state: GpuState, first: PairedTiming | None, seed: int
-    ) -> tuple[str, dict]:
-        """The metrics, the flags, the stage's message and its detail, from the measurements made."""
-        lib, ceiling = self.task.baseline.library, self.options.speedup_ceiling
-        noisy = noisy_flag(paired.spread, state, lib)
-        flags = [noisy] if noisy else []
-        if first is not None and paired.speedup > ceiling:
-            flags.append(
-                f"above the ceiling — {paired.speedup:.2f}× {lib} exceeds {ceiling:g}×: "
-                "re-measured on fresh inputs and re-checked, it stands"
-            )
-        tflops = self._tflops(paired.kernel_ms)
-        self.metrics.update(
-            kernel_ms=paired.kernel_ms,
-            baseline_ms=paired.baseline_ms,
-            speedup=paired.speedup,
-            speedup_interval=[paired.low, paired.high],
-            tflops=tflops,
-            timing_flags=flags,
-        )
-        lines = [paired.line(lib), paper.line(lib), state.line(lib)]
-        if first is not None:
-            again = "re-measured on fresh inputs and re-checked"
-            lines.append(f"{first.speedup:.3f}× at first, above the {ceiling:g}× ceiling: {again}")
-        detail = {
-            "paired": paired.model_dump(),
-            "paper": paper.model_dump(),
-            "gpu_state": state.model_dump(),
-            "first": first.model_dump() if first else None,
-            "flags": flags,
-            "baseline_library": lib,
-            "baseline_rel_l2": self.worker.baseline_errors[self.task.name],
-            "tflops": tflops,
-            "recheck_seed": seed,
-        }
-        return "\n".join(lines), detail
+    # ------------------------------------------------------------ what the timing method asks (timing.Subject)
 
-    def _time_alone(self, why: str) -> tuple[str, dict]:
-        self._part("time")
-        with self._faults("timing the candidate"):
-            kernel = time_cold(self._launch_sequence, self.worker.flush, self.timing)
-        self.launches_done += kernel.runs + kernel.warmup_runs
-        self.metrics.update(kernel_ms=kernel.ms, tflops=self._tflops(kernel.ms))
-        self._recheck(RECHECK_SEED_OFFSET)
-        return f"candidate {kernel.line()}\n{why}", {"kernel": kernel.model_dump()}
+    def launch_sequence(self) -> None:
+        for b in self.plan.buffers:
+            if b.role == "scratch":
+                buf = self.buffers[b.name]
+                buf.zero_() if b.init == "zero" else buf.view(torch.uint8).fill_(0xFF)
+        for launch in self.launches:
+            launch.launch(self.stream)
 
-    def _tflops(self, ms: float) -> float:
-        return evaluate(self.task.flops, self.task.dims) / (ms * 1e-3) / 1e12
+    def timing_inputs(self) -> dict[str, torch.Tensor]:
+        return self._fill(self.seed + self.trials)  # the first seed after the check's
 
-    def _paired(self, baseline: Callable[[], object]) -> tuple[PairedTiming, GpuState, RunPlan]:
-        """The candidate and the baseline interleaved, the GPU's state sampled meanwhile."""
-        self._part("time")
-        with self.worker.sampler.recording() as rec, self._faults("timing the candidate beside the baseline"):
-            paired, plan = time_paired(self._launch_sequence, baseline, self.worker.flush, self.timing, rec.mark)
-        self.launches_done += paired.warmup_runs + len(paired.block_speedups) * paired.block_runs
-        return paired, rec.state, plan
+    def baseline(self, inputs: dict[str, torch.Tensor]) -> tuple[Callable[[], object], dict[str, float]]:
+        """The library's call on these inputs, prepared afresh (it is timed beside the candidate every time);
+        checked against the reference the first time this worker prepares it for the task."""
+        self.part("baseline")
+        run = prepare_baseline(self.task.baseline.call, inputs, self.task.params)
+        if self.task.name not in self.worker.baseline_errors:
+            reference = run_reference(self.task.reference, inputs, self.task.params)
+            outputs = run()
+            self.worker.baseline_errors[self.task.name] = {
+                n: compare(n, outputs[n].contiguous(), reference[n], self.task.tolerance).rel_l2 for n in outputs
+            }
+        return run, self.worker.baseline_errors[self.task.name]
 
-    # -------------------------------------------------------------------------------------- helpers
-
-    def _recheck(self, offset: int) -> tuple[int, dict[str, torch.Tensor]]:
+    def recheck(self, offset: int) -> tuple[int, dict[str, torch.Tensor]]:
         """Fresh inputs, same loaded module: state kept between launches shows up here. Returns the seed and
         a pristine copy of the inputs, which the buffers still hold."""
-        self._part("recheck")
+        self.part("recheck")
         seed = self.seed + offset
         inputs = self._execute(seed, "re-check after timing")
         failed = [c for c in self._compare(inputs) if not c.passed]
         if failed:
             dims = {o.name: o.shape for o in self.task.outputs}
-            self.metrics.clear()
             raise AttemptFailed(
                 Status.MISMATCH,
                 Stage.TIME,
@@ -320,32 +257,8 @@ class _Attempt:
             )
         return seed, inputs
 
-    def _fill(self, seed: int) -> dict[str, torch.Tensor]:
-        """Fresh inputs into the input buffers; outputs poisoned. Returns a pristine copy of the inputs."""
-        inputs = draw_inputs(self.task, self.task.dims, seed, self.worker.device)
-        for name, value in inputs.items():
-            self.buffers[name].copy_(value)
-        for spec in self.task.outputs:
-            poison(self.buffers[spec.name])
-        return inputs
-
-    def _launch_sequence(self) -> None:
-        for b in self.plan.buffers:
-            if b.role == "scratch":
-                buf = self.buffers[b.name]
-                buf.zero_() if b.init == "zero" else buf.view(torch.uint8).fill_(0xFF)
-        for launch in self.launches:
-            launch.launch(self.stream)
-
-    def _execute(self, seed: int, what: str) -> dict[str, torch.Tensor]:
-        inputs = self._fill(seed)
-        with self._faults(what):
-            self._launch_sequence()
-        self.launches_done += 1
-        return inputs
-
     @contextmanager
-    def _faults(self, what: str):
+    def faults(self, what: str):
         """Run the block, wait for the GPU, and turn driver errors into a failure of the current stage."""
         try:
             yield
@@ -366,6 +279,31 @@ class _Attempt:
                 detail={"fault": "asynchronous"},
             ) from None  # fmt: skip
 
+    def part(self, part: Part) -> None:
+        """Tell the service which part of the current stage starts: each has its own time limit."""
+        self.worker.emit(Progress(stage=self.current, part=part))
+
+    def executed(self, runs: int) -> None:
+        self.launches_done += runs
+
+    # -------------------------------------------------------------------------------------- helpers
+
+    def _fill(self, seed: int) -> dict[str, torch.Tensor]:
+        """Fresh inputs into the input buffers; outputs poisoned. Returns a pristine copy of the inputs."""
+        inputs = draw_inputs(self.task, self.task.dims, seed, self.worker.device)
+        for name, value in inputs.items():
+            self.buffers[name].copy_(value)
+        for spec in self.task.outputs:
+            poison(self.buffers[spec.name])
+        return inputs
+
+    def _execute(self, seed: int, what: str) -> dict[str, torch.Tensor]:
+        inputs = self._fill(seed)
+        with self.faults(what):
+            self.launch_sequence()
+        self.executed(1)
+        return inputs
+
     def _compare(self, inputs: dict[str, torch.Tensor]) -> list[OutputCheck]:
         changed = [n for n, v in inputs.items() if not torch.equal(self.buffers[n], v)]
         if changed:
@@ -379,64 +317,43 @@ class _Attempt:
             compare(o.name, self.buffers[o.name], reference[o.name], self.task.tolerance) for o in self.task.outputs
         ]
 
-    def _baseline(self, inputs: dict[str, torch.Tensor]) -> Callable[[], object]:
-        """The library's call on these inputs, prepared afresh (it is timed beside the candidate every time);
-        checked against the reference the first time this worker prepares it for the task."""
-        self._part("baseline")
-        run = prepare_baseline(self.task.baseline.call, inputs, self.task.params)
-        if self.task.name not in self.worker.baseline_errors:
-            reference = run_reference(self.task.reference, inputs, self.task.params)
-            outputs = run()
-            self.worker.baseline_errors[self.task.name] = {
-                n: compare(n, outputs[n].contiguous(), reference[n], self.task.tolerance).rel_l2 for n in outputs
-            }
-        return run
-
-    def _part(self, part: str) -> None:
-        """Tell the service which part of the current stage starts: each has its own time limit."""
-        self.worker.emit({"progress": str(self.current), "part": part})
-
     def _passed_message(self) -> str:
-        if "speedup" in self.metrics:
+        t = self.metrics.timing
+        if t is not None and t.speedup is not None:
             return (
-                f"correct; {self.metrics['kernel_ms']:.4f} ms vs {self.task.baseline.library} "
-                f"{self.metrics['baseline_ms']:.4f} ms: speedup {self.metrics['speedup']:.3f}×"
+                f"correct; {t.kernel_ms:.4f} ms vs {self.task.baseline.library} {t.baseline_ms:.4f} ms: "
+                f"speedup {t.speedup:.3f}×"
             )
         return "correct (not timed)"
 
 
 def main() -> None:
-    # The protocol owns the original stdout; anything else printing to fd 1 (libraries) goes to stderr.
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
+    # The pipe owns the original stdout; anything else printing to fd 1 (libraries) goes to stderr.
+    pipe = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    def emit(message: dict) -> None:
-        protocol.write(json.dumps(message) + "\n")
+    def emit(message: Ready | Fatal | Progress | StageDone | Result) -> None:
+        pipe.write(line(message))
 
     try:
         worker = Worker(emit)
     except Exception as e:
-        emit({"fatal": f"the GPU worker could not start: {e}"})
+        emit(Fatal(message=f"the GPU worker could not start: {e}"))
         return
-    emit({"ready": worker.info.model_dump()})
-    for line in sys.stdin:
-        request = json.loads(line)
-        if request.get("op") == "exit":
-            return
+    emit(Ready(device=worker.info))
+    for text in sys.stdin:
         try:
-            result = worker.evaluate(request) if request.get("op") == "evaluate" else {"pong": True}
-        except Exception:
-            result = {
-                "status": Status.RUNTIME_ERROR,
-                "message": "internal error in the GPU worker",
-                "error": traceback.format_exc(),
-                "sticky": True,
-                "stages": [],
-                "metrics": {},
-            }
-        emit({"result": result})
-        if result.get("sticky"):
+            request = to_worker(text)
+            if isinstance(request, Exit):
+                return
+            result = worker.evaluate(request)
+        except Exception as e:  # a line that does not read (ProtocolError says why), or a failure of the worker itself
+            error = str(e) if isinstance(e, ProtocolError) else traceback.format_exc()
+            result = Result(status=Status.RUNTIME_ERROR, message="internal error in the GPU worker", error=error,
+                            sticky=True)  # fmt: skip
+        emit(result)
+        if result.sticky:
             return  # the context is unusable: let the caller start a fresh worker
 
 

@@ -1,15 +1,15 @@
 """The evaluation pool on many GPU hosts: a Dask distributed client of a scheduler (tools/gpu/dask_scheduler.py) whose
 workers are `python -m tools.gpu.dask_worker` processes, one per GPU, each offering its arch as a resource.
 
-What crosses the wire is JSON: the request (task, arch, the compiled module with its cubin and launch plan, the
-options) to the one importable function tools.gpu.dask_worker.evaluate_request, and its reply; the static stages stay
-here. Placement is the scheduler's: a request goes only to a worker offering its arch, one at a time each, to the
-least occupied of them. A request for an arch no connected worker offers is unverified at once, with that reason
-(Dask would hold it forever). A lost worker, host or scheduler is never a verdict: the evaluation raises Interrupted,
-so the turn is not recorded and the run resumes it. Our scheduler fails a dead worker's requests instead of running
-them again elsewhere; and a waiting evaluation watches that the worker holding it is still connected, so that on a
-stock scheduler, which does run them again, it is dropped with its result within WATCH_S of that worker leaving (only
-a worker that dies before the first look, FIRST_LOOK_S after sending, escapes the watch)."""
+What crosses the wire is JSON (tools/gpu/protocol.py): the request (task, arch, the compiled module with its cubin and
+launch plan, the options) to the one importable function tools.gpu.dask_worker.evaluate_request, and its reply; the
+static stages stay here. Placement is the scheduler's: a request goes only to a worker offering its arch, one at a
+time each, to the least occupied of them. A request for an arch no connected worker offers is unverified at once,
+with that reason (Dask would hold it forever). A lost worker, host or scheduler is never a verdict: the evaluation
+raises Interrupted, so the turn is not recorded and the run resumes it. Our scheduler fails a dead worker's requests
+instead of running them again elsewhere; and a waiting evaluation watches that the worker holding it is still
+connected, so that on a stock scheduler, which does run them again, it is dropped with its result within WATCH_S of
+that worker leaving (only a worker that dies before the first look, FIRST_LOOK_S after sending, escapes the watch)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from distributed import Client, Future, KilledWorker
 
 from tasks.schema import Arch, Task
 from tools.gpu.base import CompiledModule, GpuOutcome
-from tools.gpu.dask_worker import EvalReply, EvalRequest, evaluate_request
+from tools.gpu.dask_worker import evaluate_request
+from tools.gpu.protocol import EvalReply, EvalRequest
 from tools.options import EvalOptions
 from tools.pool.base import Interrupted, Load
 

@@ -19,6 +19,7 @@ from tests.dask_cluster import Cluster
 from tests.fixtures.runs import make_runs
 from tools.evaluation import StageResult, StageState, Status
 from tools.gpu.base import GpuOutcome
+from tools.gpu.metrics import GpuMetrics, TimingMetrics
 
 RUN = Path(make_runs.__file__).parent / "replay" / "gemm-replay"
 
@@ -48,10 +49,9 @@ class ScriptedGpu:
 def gpu_outcome(status: Status, speedup: float | None = None, interval: list[float] | None = None) -> GpuOutcome:
     check = StageState.PASSED if status is Status.PASSED else StageState.FAILED
     stages = [StageResult(name="run", state=StageState.PASSED), StageResult(name="check", state=check)]
-    metrics = {"speedup": speedup, "kernel_ms": 0.749 / speedup, "baseline_ms": 0.749} if speedup else {}
-    if interval:
-        metrics["speedup_interval"] = interval
+    metrics = GpuMetrics()
     if speedup:
+        metrics.timing = TimingMetrics(kernel_ms=0.749 / speedup, baseline_ms=0.749, speedup=speedup, interval=interval)
         stages.append(StageResult(name="time", state=StageState.PASSED))
     return GpuOutcome(status=status, message=status.value, stages=stages, metrics=metrics, device="NVIDIA H200")
 

@@ -13,12 +13,12 @@ from tasks.schema import Arch, Task
 from tests.gpu.kernels import answer
 from tools.evaluation import Evaluation, Status
 from tools.gpu.base import CompiledModule, GpuOutcome
+from tools.gpu.metrics import GpuMetrics
+from tools.gpu.stages import GPU_STAGES
 from tools.options import EvalOptions
-from tools.pipeline import GPU_STAGES, build, extract
+from tools.pipeline import build, extract
 
 REPLAY = Path(__file__).parents[2] / "fixtures" / "runs" / "replay"
-FIGURES = ("kernel_ms", "baseline_ms", "speedup", "speedup_interval", "tflops", "targets_met", "target_counts",
-           "paper_tag")  # fmt: skip
 TASK = get_task("gemm")
 
 
@@ -32,7 +32,7 @@ def outcome(evaluation: Evaluation) -> GpuOutcome:
     return GpuOutcome(
         status=evaluation.status, message=evaluation.message, device=evaluation.device,
         stages=[s for s in evaluation.stages if s.name in GPU_STAGES],
-        metrics={k: getattr(evaluation, k) for k in FIGURES if getattr(evaluation, k) is not None},
+        metrics=GpuMetrics.of(evaluation),
     )  # fmt: skip
 
 
