@@ -1,25 +1,28 @@
 """The agent commands' command line, one style for all of them: `key=value` settings read into a pydantic
-model (dotted keys reach nested models: `lora.r=32`, `llm.extra.top_p=0.95`), positional paths where a
-command takes them, and `help`, `-h` or `--help` to print every setting with its description and default.
-`--key value` and `--key=value` mean `key=value` ('-' in a key reads as '_'), and for a boolean setting
-`--flag` and `--no-flag` mean `flag=true` and `flag=false`.
+model (dotted keys reach nested models: `lora.r=32`, `llm.extra.top_p=0.95`; a bare value picks a model of a
+discriminated union: `llm=openai llm.model=M`), positional paths where a command takes them, and `help`, `-h`
+or `--help` to print every setting with its description and default. `--key value` and `--key=value` mean
+`key=value` ('-' in a key reads as '_'), and for a boolean setting `--flag` and `--no-flag` mean `flag=true`
+and `flag=false`.
 
-A usage or configuration problem is a ConfigError; the command prints it as one `error:` line and exits 2.
+The words are parsed here once; what a command hands the library is the validated model. A usage or
+configuration problem is a ConfigError; the command prints it as one `error:` line and exits 2.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import sys
-from collections.abc import Callable, Collection, Iterator
+import types
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, get_origin
+from typing import Any, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-HELP_WORDS = ("help", "-h", "--help")
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -38,24 +41,46 @@ def read(model: type[M], argv: list[str], positional: str | None = None) -> M:
     paths, pairs = split_argv(argv, flags)
     if paths and positional is None:
         raise ConfigError(f"unexpected word {paths[0]!r}: settings are key=value")
-    tree = nest(model, pairs, positional)
+    settings = tree(model, pairs, positional)
     if positional is not None and paths:
-        tree[positional] = paths
+        settings[positional] = paths
+    return validated(model, settings, positional)
+
+
+def validated(model: type[M], settings: Mapping[str, Any], positional: str | None = None) -> M:
+    """`settings` (a tree as `tree` makes it) as `model`, or ConfigError naming each problem's setting."""
     try:
-        return model.model_validate(tree)
+        return model.model_validate(settings)
     except ValidationError as e:
-        problems = "; ".join(_problem(item, positional) for item in e.errors())
+        problems = "; ".join(_problem(model, item, positional) for item in e.errors())
         raise ConfigError(f"invalid settings: {problems}") from None
 
 
-def _problem(item: dict[str, Any], positional: str | None) -> str:
+def _problem(model: type[BaseModel], item: Any, positional: str | None) -> str:
     """One validation error in a line, as a user would name the setting."""
-    where = ".".join(str(part) for part in item["loc"]) or "settings"
+    where = _setting(model, item["loc"]) or "settings"
     if item["type"] == "missing":
         return f"no {positional} given (name them as paths)" if where == positional else f"{where} is required"
     if item["type"] == "value_error":  # our validators name the value themselves
         return f"{where}: {item['msg'].removeprefix('Value error, ')}"
     return f"{where}: {item['msg']} (got {item.get('input')!r})"
+
+
+def _setting(model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+    """Pydantic's error location as the key a user types: a union's tag (llm.openai.model) is not a key."""
+    parts: list[str] = []
+    current: type[BaseModel] | None = model
+    rest = list(loc)
+    while rest:
+        part = rest.pop(0)
+        parts.append(str(part))
+        name = {key: name for name, key in keys(current).items()}.get(part) if current else None
+        if name is None:
+            current = None
+            continue
+        options = variants(current, name)
+        current = options[rest.pop(0)] if options and rest and rest[0] in options else _submodel(current, name)
+    return ".".join(parts)
 
 
 def split_argv(argv: list[str], flags: Collection[str] = ()) -> tuple[list[str], dict[str, str]]:
@@ -132,47 +157,110 @@ def check_keys(given: Collection[str], known: Collection[str], prefix: str = "")
     for key in given:
         if key in known:
             continue
-        close = difflib.get_close_matches(prefix + key, [prefix + k for k in known], n=1)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        raise ConfigError(f"unknown setting {prefix}{key}{hint} (known: {', '.join(prefix + k for k in known)})")
+        raise ConfigError(f"unknown setting {prefix}{key}{_hint(prefix + key, [prefix + k for k in known])} "
+                          f"(known: {', '.join(prefix + k for k in known)})")  # fmt: skip
 
 
-def nest(model: type[BaseModel], pairs: dict[str, str], positional: str | None = None) -> dict[str, Any]:
-    """{'lora.r': '8'} → {'lora': {'r': '8'}}, every key checked against the model's fields; a nested model
-    given a bare value (llm=openai) sets its `name`; 'null' unsets an optional setting."""
-    tree: dict[str, Any] = {}
-    for key, value in pairs.items():
+def _hint(key: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(key, known, n=1)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def tree(
+    model: type[BaseModel], pairs: Mapping[str, Any], positional: str | None = None,
+    base: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """`pairs` laid over `base` as the nested dict `model` validates: {'lora.r': '8'} → {'lora': {'r': '8'}}.
+    Every key is checked against the model's fields; a bare value given to a nested model sets its `name`
+    (llm=openai), which picks the model of a discriminated union whose sub-keys follow (the union's default, or
+    `base`'s, when none is given); 'null' unsets an optional setting. Values are kept as given (text from a
+    command line, typed values from code): validation is `validated`'s."""
+    out = copy.deepcopy(dict(base or {}))
+    for key, value in sorted(pairs.items(), key=lambda kv: kv[0].count(".")):  # a union's tag before its keys
         parts = key.split(".")
         if parts[0] == positional:
             raise ConfigError(f"give the {positional} as paths on the command line, not as {key}=…")
-        node, current, prefix = tree, model, ""
-        for index, part in enumerate(parts):
-            typed = {typed_key: name for name, typed_key in keys(current).items()}
-            check_keys([part], [k for k in typed if k not in (positional, "name")], prefix)
-            name = typed[part]
-            sub = _submodel(current, name)
-            last = index == len(parts) - 1
-            if sub is None and not last and _is_dict(current, name):
-                node.setdefault(part, {})[".".join(parts[index + 1 :])] = value  # llm.extra.top_p=0.95
-                break
+        _place(model, out, parts, None if value == "null" else value, positional)
+    return out
+
+
+def _place(model: type[BaseModel], node: dict[str, Any], parts: list[str], value: Any, positional: str | None) -> None:
+    current, prefix, index = model, "", 0
+    while True:
+        part, last = parts[index], index == len(parts) - 1
+        typed = {typed_key: name for name, typed_key in keys(current).items()}
+        hidden = "name" if prefix else positional  # a kind is its bare value; paths are positional words
+        check_keys([part], [k for k in typed if k != hidden], prefix)
+        name, key = typed[part], prefix + part
+        options, sub = variants(current, name), _submodel(current, name)
+        if options:
+            tag_key = current.model_fields[name].discriminator
             if last:
-                if sub is None:
-                    node[part] = None if value == "null" else value
-                elif "name" in sub.model_fields:
-                    node.setdefault(part, {})["name"] = value
-                else:
-                    example = f"{prefix + part}.{next(iter(sub.model_fields))}"
-                    raise ConfigError(f"{prefix + part} takes sub-keys, e.g. {example}=…")
-            elif sub is None:
-                raise ConfigError(f"{prefix + part} has no sub-keys (got {key})")
+                if value not in options:
+                    noun = current.model_fields[name].title or "value"
+                    raise ConfigError(f"unknown {noun} {key}={value!r}; known: {', '.join(options)}")
+                if (node.get(part) or {}).get(tag_key) != value:
+                    node[part] = {}  # another kind: the base's settings were the other kind's
+                node[part][tag_key] = value
+                return
+            child = _child(node, part)
+            tag = child.setdefault(tag_key, _default_tag(current, name))
+            sub_key = parts[index + 1]
+            known = [k for k in keys(options[tag]).values() if k != tag_key]
+            if sub_key not in known:
+                raise ConfigError(f"{key}={tag} has no setting {key}.{sub_key}{_hint(sub_key, known)} "
+                                  f"(its settings: {', '.join(f'{key}.{k}' for k in known) or 'none'})")  # fmt: skip
+            node, current, prefix, index = child, options[tag], key + ".", index + 1
+            continue
+        if sub is None and not last and _is_dict(current, name):
+            _child(node, part)[".".join(parts[index + 1 :])] = value  # llm.extra.top_p=0.95
+            return
+        if last:
+            if sub is None:
+                node[part] = value
+            elif "name" in sub.model_fields:
+                _child(node, part)["name"] = value
             else:
-                node = node.setdefault(part, {})
-                current, prefix = sub, f"{prefix}{part}."
-    return tree
+                raise ConfigError(f"{key} takes sub-keys, e.g. {_example(sub, key)}")
+            return
+        if sub is None:
+            raise ConfigError(f"{key} has no sub-keys (got {'.'.join(parts)})")
+        node, current, prefix, index = _child(node, part), sub, key + ".", index + 1
+
+
+def _child(node: dict[str, Any], part: str) -> dict[str, Any]:
+    """The dict at `part` (made where there is none, or where an optional setting was unset)."""
+    if not isinstance(node.get(part), dict):
+        node[part] = {}
+    return node[part]
+
+
+def _example(model: type[BaseModel], key: str) -> str:
+    """The sub-keys to give: the required ones (all of them), else the first; each with its example value."""
+    fields = [(n, f) for n, f in model.model_fields.items() if f.is_required()]
+    fields = fields or [next(iter(model.model_fields.items()))]
+    return " ".join(f"{key}.{f.alias or n}={f.examples[0] if f.examples else '…'}" for n, f in fields)
+
+
+def variants(model: type[BaseModel], name: str) -> dict[str, type[BaseModel]]:
+    """Tag → model of a discriminated-union field (llm: openai → OpenAIConfig, …); empty for any other field."""
+    field = model.model_fields[name]
+    if not isinstance(field.discriminator, str):
+        return {}
+    return {m.model_fields[field.discriminator].default: m for m in get_args(field.annotation)}
+
+
+def _default_tag(model: type[BaseModel], name: str) -> str:
+    field = model.model_fields[name]
+    return getattr(field.get_default(call_default_factory=True), field.discriminator)
 
 
 def _submodel(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    """The nested model a field holds (an optional one included), or None."""
     annotation = model.model_fields[name].annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        annotation = inner[0] if len(inner) == 1 else None
     return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
 
 
@@ -185,21 +273,31 @@ def described(
     model: type[BaseModel], prefix: str = "", skip: Collection[str] = (), positional: str | None = None,
     metavar: str = "PATH …",
 ) -> list[str]:  # fmt: skip
-    """One help line per setting of `model` (nested models under their doc's first line): key, description,
-    default. `skip`: fields described elsewhere; `positional` is shown as `metavar`."""
+    """One help line per setting of `model` (nested models under their doc's first line, each model of a union
+    under `key=tag`): key, description, default. `skip`: fields described elsewhere; `positional` is shown as
+    `metavar`."""
     lines = []
     for name, field in model.model_fields.items():
         if name in skip or (name == "name" and prefix):  # a nested model's kind is its bare value (llm=openai)
             continue
         key = prefix + (field.alias or name)
-        sub = _submodel(model, name)
+        options, sub = variants(model, name), _submodel(model, name)
+        if options:
+            lines.append(f"  {key}: {field.description}")
+            for tag, option in options.items():
+                lines += [f"  {key}={tag}: {_first_line(option)}", *described(option, key + ".")]
+            continue
         if sub is not None:
-            lines += [f"  {key}: {(sub.__doc__ or '').strip().splitlines()[0]}", *described(sub, key + ".")]
+            lines += [f"  {key}: {field.description or _first_line(sub)}", *described(sub, key + ".")]
             continue
         value = None if field.is_required() else field.get_default(call_default_factory=True)
         default = "" if value is None else f" [{_show(value)}]"
         lines.append(f"  {metavar if name == positional else key:<22} {field.description}{default}")
     return lines
+
+
+def _first_line(model: type[BaseModel]) -> str:
+    return (model.__doc__ or "").strip().splitlines()[0]
 
 
 def usage(model: type[BaseModel], synopsis: str, about: str, positional: str | None = None,

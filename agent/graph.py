@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+import sys
+
+from agent import cli
 from agent.loop.graph import mermaid
 
-if __name__ == "__main__":
+
+def usage() -> str:
+    return f"usage: python -m agent.graph\n\n{__doc__.split(': ', 1)[1]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(usage, _draw, argv)
+
+
+def _draw(argv: list[str]) -> int:
+    if argv:
+        raise cli.ConfigError(f"agent.graph takes no settings (got {argv[0]!r})")
     print(mermaid(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent import cli
 from agent.bench.plan import resolve_archs, resolve_tasks
+from agent.loop.config import setting_default
 from agent.loop.prompts import parse_prompt
 from agent.rl.dataset import Format, build_rows, write_rows
 from tools.options import EvalOptions
@@ -25,8 +26,12 @@ class PromptSettings(BaseModel):
     tasks: str = Field("core", description="Task names, aliases or groups (core: the paper's five; all).")
     archs: str = Field("sm_90a", description="Archs, comma-separated (all: both).")
     max_turns: int = Field(1, ge=1, description="The turns the task prompt announces (1: single-shot RL).")
-    target_speedup: float = Field(1.0, gt=0, description="The speedup the task prompt asks for.")
-    prompt: str = Field("full", description="The knowledge pack in the system prompt, as agent.solve's prompt=.")
+    target_speedup: float = Field(
+        setting_default("target_speedup"), gt=0, description="The speedup the task prompt asks for."
+    )
+    prompt: str = Field(
+        setting_default("prompt"), description="The knowledge pack in the system prompt, as agent.solve's prompt=."
+    )
 
 
 def usage() -> str:

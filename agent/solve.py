@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 
 from agent import cli
-from agent.loop.config import usage
-from agent.loop.run import execute, prepare
+from agent.loop.command_line import from_command_line, usage
+from agent.loop.run import execute
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
 def _solve(argv: list[str]) -> int:
     if not argv:
         raise cli.ConfigError("task= and arch= required, e.g. task=gemm arch=sm_90a llm=reference")
-    return execute(prepare(argv))
+    return execute(from_command_line(argv))
 
 
 if __name__ == "__main__":

@@ -1,25 +1,26 @@
-"""`python -m tools.evaluate --task T --arch A ANSWER.md [--json]`: one attempt through every stage
-(extract → compile → sass → abi → run → check → time → profile → perf), with a report a person can read or one
-JSON object. Exit 0 when the report was produced (whatever the kernel did), 2 on bad usage."""
+"""`python -m tools.evaluate --task T --arch A ANSWER.md [--json] [--OPTION VALUE …]`: one attempt through every
+stage (extract → compile → sass → abi → run → check → time → profile → perf), with a report a person can read or
+one JSON object. The options are tools/options.py's EvalOptions, one flag per field (`--trials 1`, `--no-time`,
+`--profile perf`, `--static-timeout-s 30`). Exit 0 when the report was produced (whatever the kernel did), 2 on
+bad usage."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from enum import Enum
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from tasks.catalog import get_task, renamed
 from tasks.schema import Arch, UnknownName
-from tools.answer import format_validation_error
 from tools.compile import InputError, read_text
 from tools.evaluation import Evaluation, Stage, StageState
 from tools.gpu.service import GpuService
-from tools.options import EvalOptions, Profile
+from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
 
-DEFAULTS = EvalOptions()
 MARK = {StageState.PASSED: "ok  ", StageState.FAILED: "FAIL", StageState.SKIPPED: "skip"}
 
 
@@ -42,25 +43,28 @@ def render(ev: Evaluation) -> str:
     return "\n".join(lines)
 
 
+def option_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per EvalOptions field, named after it, its description as help; a boolean has --no-FLAG too.
+    Values reach EvalOptions as typed, so its validation (and its defaults, for a flag not given) hold."""
+    for name, field in EvalOptions.model_fields.items():
+        flag = "--" + name.replace("_", "-")
+        default = field.get_default()
+        shown = f" [{default.value if isinstance(default, Enum) else default}]" if default is not None else ""
+        if field.annotation is bool:
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None,
+                                help=f"{field.description}{shown}")  # fmt: skip
+        else:
+            parser.add_argument(flag, dest=name, metavar="VALUE", help=f"{field.description}{shown}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.evaluate", description=__doc__)
     parser.add_argument("answer", type=Path, help="a Markdown answer: one ```ptx or ```cuda block and one ```json")
     parser.add_argument("--task", required=True)
     parser.add_argument("--arch", required=True)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--no-time", action="store_true", help="skip timing against the baseline")
-    parser.add_argument("--profile", choices=[p.value for p in Profile], default=DEFAULTS.profile.value,
-                        help=EvalOptions.model_fields["profile"].description)  # fmt: skip
-    parser.add_argument("--no-profile", action="store_true", help="--profile off")
-    parser.add_argument("--memcheck", action="store_true", help=EvalOptions.model_fields["memcheck"].description)
-    parser.add_argument("--racecheck", action="store_true", help=EvalOptions.model_fields["racecheck"].description)
-    fields = EvalOptions.model_fields
-    parser.add_argument("--trials", type=int, default=DEFAULTS.trials, help=fields["trials"].description)
-    parser.add_argument("--seed", type=int, default=DEFAULTS.seed, help=fields["seed"].description)
-    parser.add_argument("--timeout", type=float, default=DEFAULTS.timeout_s, help=fields["timeout_s"].description)
-    parser.add_argument("--static-timeout", type=float, default=DEFAULTS.static_timeout_s,
-                        help=fields["static_timeout_s"].description)  # fmt: skip
     parser.add_argument("--device", type=int, default=0, help="GPU ordinal")
+    option_flags(parser)
     args = parser.parse_args(argv)
     try:
         task, arch = get_task(args.task), Arch.resolve(args.arch)
@@ -70,20 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if renamed(args.task):
         print(renamed(args.task), file=sys.stderr)
+    given = {name: getattr(args, name) for name in EvalOptions.model_fields if getattr(args, name) is not None}
     try:
-        options = EvalOptions(
-            trials=args.trials,
-            seed=args.seed,
-            time=not args.no_time,
-            profile=Profile.OFF if args.no_profile else args.profile,
-            memcheck=args.memcheck,
-            racecheck=args.racecheck,
-            timeout_s=args.timeout,
-            static_timeout_s=args.static_timeout,
-        )
+        options = EvalOptions.model_validate(given)
     except ValidationError as e:
-        print("error: invalid options (--timeout, --static-timeout, --trials):\n" + format_validation_error(e),
-              file=sys.stderr)  # fmt: skip
+        problems = "; ".join(f"--{str(p['loc'][0]).replace('_', '-')}: {p['msg']} (got {p['input']!r})"
+                             for p in e.errors())  # fmt: skip
+        print(f"error: invalid options: {problems}", file=sys.stderr)
         return 2
     with GpuService(args.device) as gpu:
         evaluation = evaluate_answer(text, task, arch, options, gpu)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import sys
 
 from agent import cli
-from agent.bench.plan import ENDPOINT_KEYS, RESERVED, save
+from agent.bench.plan import MODES, RESERVED, save
 from agent.bench.run import DEFAULTS, check_runs, configure, run_bench
+from agent.loop.config import ENDPOINT_KEYS, setting_default
 
 
 def usage() -> str:
@@ -25,9 +26,9 @@ def usage() -> str:
             "  archs        sm_90a, sm_100a or aliases (h100, b200, …), or all",
             f"  samples      trajectories per task × arch × mode [{DEFAULTS['samples']}]",
             f"  max_turns    turns of a multi-turn (repair) trajectory [{DEFAULTS['max_turns']}]",
-            f"  modes        single (max_turns=1 samples), multi (max_turns=T repair) [{DEFAULTS['modes']}]",
+            f"  modes        single (max_turns=1 samples), multi (max_turns=T repair) [{','.join(MODES)}]",
             f"  concurrency  runs at once (model calls overlap, GPU stages queue) [{DEFAULTS['concurrency']}]",
-            "  runs_dir     where the bench folder goes [runs]",
+            f"  runs_dir     where the bench folder goes [{setting_default('runs_dir')}]",
             "  bench_id     the bench folder's name [bench-<time>-<random>]; the same command and bench_id continue it",
             "",
             "Every other key=value is an agent.solve setting shared by all runs (python -m agent.solve help),",
@@ -47,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
 def _bench(argv: list[str]) -> int:
     if not argv:
         raise cli.ConfigError("tasks= and archs= required, e.g. tasks=core archs=sm_90a llm=reference")
-    bench, bench_dir, concurrency = configure(cli.parse_pairs(argv))
-    check_runs(bench)
-    with cli.writing("runs_dir", bench_dir):
-        save(bench, bench_dir)
-    return run_bench(bench, bench_dir, concurrency)
+    ready = configure(cli.parse_pairs(argv))
+    check_runs(ready)
+    with cli.writing("runs_dir", ready.folder):
+        save(ready.bench, ready.folder)
+    return run_bench(ready)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ runs/<bench_id>/
 
 from __future__ import annotations
 
+import itertools
 import json
-import os
 import secrets
 import time
 from datetime import UTC, datetime
@@ -19,17 +19,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from agent.cli import ConfigError
-from agent.loop.config import RESUMABLE, SolveConfig, build_config, endpoint_settings, nest, require_endpoint
+from agent.loop.command_line import solve_settings
+from agent.loop.config import ENDPOINT_KEYS, SolveConfig
 from agent.loop.store import RunFolder, check_run_id
 from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
+from tools.options import Profile
 
 BENCH_FORMAT = 1
 MODES = ("single", "multi")
 # Settings a mode changes unless the bench sets them: the perf pass feeds the next turn, which a single-shot
 # sample does not have.
-MODE_DEFAULTS: dict[str, dict[str, str]] = {"single": {"eval.profile": "counts"}, "multi": {}}
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {"single": {"eval.profile": Profile.COUNTS}, "multi": {}}
 MAX_RUNS = 100_000  # a plan is built whole and kept in bench.json: 10^8 samples would take gigabytes
 # Settings agent.bench sets for each run itself, or that a bench cannot share across runs.
 RESERVED = {
@@ -38,8 +40,6 @@ RESERVED = {
     "run_id": "run ids are task-arch-mode-sample",
     "eval.device": "a bench uses every visible GPU; choose them with CUDA_VISIBLE_DEVICES",
 }
-# What a continued bench may change: how to reach the endpoint and the GPUs, never what the runs solve.
-ENDPOINT_KEYS = sorted(k for k in RESUMABLE if k.startswith("llm.") or k == "eval.pool")
 
 
 class PlannedRun(BaseModel):
@@ -74,18 +74,24 @@ class Bench(BaseModel):
         return {"tasks": self.tasks, "archs": self.archs, "samples": self.samples, "max_turns": self.max_turns,
                 "modes": self.modes, "solve": solve}  # fmt: skip
 
-    def run_argv(self, run: PlannedRun, bench_dir: Path) -> list[str]:
-        """agent.solve's command line for a new run of this bench."""
-        fixed = {"task": run.task, "arch": run.arch, "max_turns": str(run.max_turns), "run_id": run.run_id}
-        pairs = {**MODE_DEFAULTS[run.mode], **self.solve, **fixed, "runs_dir": str(bench_dir)}
-        return [f"{k}={v}" for k, v in pairs.items()]
 
-    def settings(self, run: PlannedRun) -> SolveConfig:
-        """The run's settings as agent.solve will read them (the endpoint from the environment or ./ptxbench.toml
-        where the bench's settings do not name one)."""
-        pairs = {**MODE_DEFAULTS[run.mode], **self.solve, "task": run.task, "arch": run.arch,
-                 "max_turns": str(run.max_turns)}  # fmt: skip
-        return require_endpoint(build_config(nest(endpoint_settings(pairs, os.environ, Path.cwd()))))
+Shared = tuple[str, str, str]  # task, arch, mode: what the settings of a bench's runs differ by, beside their ids
+
+
+def run_settings(bench: Bench) -> dict[Shared, SolveConfig]:
+    """The settings of the bench's runs by task, arch and mode (a run adds its id and folder), read once: the
+    bench's agent.solve settings over the mode's defaults, the endpoint from the environment or ./ptxbench.toml
+    where they name none; ConfigError for a setting that is unknown or invalid."""
+    settings = {}
+    for task, arch, mode in itertools.product(bench.tasks, bench.archs, bench.modes):
+        fixed = {"task": task, "arch": arch, "max_turns": turns(mode, bench.max_turns)}
+        settings[task, arch, mode] = solve_settings({**MODE_DEFAULTS[mode], **bench.solve, **fixed})
+    return settings
+
+
+def turns(mode: str, max_turns: int) -> int:
+    """A run's turn limit: one for a single-shot sample, the bench's max_turns for a repair trajectory."""
+    return 1 if mode == "single" else max_turns
 
 
 def resolve_tasks(value: str) -> list[str]:
@@ -142,7 +148,7 @@ def plan(
             arch=arch,
             mode=mode,
             sample=sample,
-            max_turns=1 if mode == "single" else max_turns,
+            max_turns=turns(mode, max_turns),
         )
         for task in tasks
         for arch in archs

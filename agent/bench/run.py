@@ -17,12 +17,14 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from agent.bench import score
 from agent.bench.plan import (
-    ENDPOINT_KEYS,
+    MODES,
     Bench,
     PlannedRun,
+    Shared,
     continue_with,
     differences,
     load,
@@ -30,22 +32,23 @@ from agent.bench.plan import (
     plan,
     resolve_archs,
     resolve_tasks,
+    run_settings,
     run_state,
 )
 from agent.bench.progress import Progress
 from agent.bench.tables import markdown_table, percent, times
 from agent.cli import ConfigError
-from agent.loop.config import EvalConfig
+from agent.loop.config import ENDPOINT_KEYS, EvalConfig, SolveConfig, setting_default
 from agent.loop.journal import Journal
 from agent.loop.policies import make_policy
 from agent.loop.records import Trajectory
-from agent.loop.run import execute, prepare
+from agent.loop.run import execute, prepare, resume
 from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs, read_trajectories
 from tasks.catalog import get_task
 from tools.pool import open_pool
 from tools.pool.base import Interrupted, Pool
 
-DEFAULTS = {"samples": "1", "max_turns": "8", "modes": "single,multi", "concurrency": "4"}
+DEFAULTS = {"samples": 1, "max_turns": setting_default("max_turns"), "concurrency": 4}
 
 
 @dataclass(frozen=True)
@@ -58,12 +61,28 @@ class Outcome:
     detail: str | None = None
 
 
-def configure(pairs: dict[str, str]) -> tuple[Bench, Path, int]:
+@dataclass(frozen=True)
+class Configured:
+    """A bench ready to run: its record, its folder, how many runs at once, and its runs' settings (read from the
+    command line once, typed from then on)."""
+
+    bench: Bench
+    folder: Path
+    concurrency: int
+    settings: dict[Shared, SolveConfig]
+
+    def settings_of(self, run: PlannedRun) -> SolveConfig:
+        """One run's settings: those of its task, arch and mode, with its run id, in the bench folder."""
+        shared = self.settings[run.task, run.arch, run.mode]
+        return shared.model_copy(update={"run_id": run.run_id, "runs_dir": self.folder})
+
+
+def configure(pairs: dict[str, str]) -> Configured:
     """The bench to run (new, or continued: from resume=ID, or the same settings under the same bench_id),
-    its folder, and how many runs at once."""
+    its folder, how many runs at once, and its runs' settings."""
     pairs = dict(pairs)
-    concurrency = _count(pairs.pop("concurrency", DEFAULTS["concurrency"]), "concurrency")
-    runs_dir = Path(pairs.pop("runs_dir", "runs"))
+    concurrency = _count(pairs, "concurrency")
+    runs_dir = Path(pairs.pop("runs_dir", setting_default("runs_dir")))
     endpoint = {k: v for k, v in pairs.items() if k in ENDPOINT_KEYS}
     if "resume" in pairs:
         bench_id = check_run_id(pairs.pop("resume"))
@@ -71,7 +90,7 @@ def configure(pairs: dict[str, str]) -> tuple[Bench, Path, int]:
         if refused:
             allowed = ", ".join(["concurrency", "runs_dir", *ENDPOINT_KEYS])
             raise ConfigError(f"a resumed bench cannot change {', '.join(refused)}; it may change only {allowed}")
-        return continue_with(load(runs_dir / bench_id), endpoint), runs_dir / bench_id, concurrency
+        return _configured(continue_with(load(runs_dir / bench_id), endpoint), runs_dir / bench_id, concurrency)
     for key in ("tasks", "archs"):
         if key not in pairs:
             raise ConfigError(f"{key}= required, e.g. tasks=core archs=sm_90a llm=reference")
@@ -79,14 +98,14 @@ def configure(pairs: dict[str, str]) -> tuple[Bench, Path, int]:
         bench_id=pairs.pop("bench_id", None) or new_bench_id(),
         tasks=resolve_tasks(pairs.pop("tasks")),
         archs=resolve_archs(pairs.pop("archs")),
-        samples=_count(pairs.pop("samples", DEFAULTS["samples"]), "samples"),
-        max_turns=_count(pairs.pop("max_turns", DEFAULTS["max_turns"]), "max_turns"),
-        modes=[m.strip() for m in pairs.pop("modes", DEFAULTS["modes"]).split(",") if m.strip()],
+        samples=_count(pairs, "samples"),
+        max_turns=_count(pairs, "max_turns"),
+        modes=[m.strip() for m in pairs.pop("modes", ",".join(MODES)).split(",") if m.strip()],
         solve=pairs,
     )
     bench_dir = runs_dir / wanted.bench_id
     if not (bench_dir / "bench.json").is_file():
-        return wanted, bench_dir, concurrency
+        return _configured(wanted, bench_dir, concurrency)
     saved = load(bench_dir)
     changed = differences(saved, wanted)
     if changed:
@@ -94,10 +113,18 @@ def configure(pairs: dict[str, str]) -> tuple[Bench, Path, int]:
             f"{bench_dir} holds a bench with other settings ({'; '.join(changed)}); "
             f"continue it with resume={saved.bench_id}, or choose another bench_id"
         )
-    return continue_with(saved, endpoint), bench_dir, concurrency
+    return _configured(continue_with(saved, endpoint), bench_dir, concurrency)
 
 
-def _count(value: str, key: str) -> int:
+def _configured(bench: Bench, folder: Path, concurrency: int) -> Configured:
+    return Configured(bench, folder, concurrency, run_settings(bench))
+
+
+def _count(pairs: dict[str, str], key: str) -> int:
+    """The whole number ≥ 1 that `key` is given as (taken out of `pairs`), or its default."""
+    if key not in pairs:
+        return DEFAULTS[key]
+    value = pairs.pop(key)
     try:
         number = int(value)
     except ValueError:
@@ -107,21 +134,22 @@ def _count(value: str, key: str) -> int:
     return number
 
 
-def check_runs(bench: Bench) -> None:
+def check_runs(ready: Configured) -> None:
     """Every run's settings and policy, checked before any run starts (a missing reference solution or
     API key fails here, not halfway through)."""
-    for run in {(r.task, r.arch, r.mode): r for r in bench.runs}.values():
-        settings = bench.settings(run)
+    for run in {(r.task, r.arch, r.mode): r for r in ready.bench.runs}.values():
+        settings = ready.settings_of(run)
         make_policy(settings, get_task(run.task), settings.arch, Journal(run.run_id, quiet=True)).close()
 
 
-def run_bench(bench: Bench, bench_dir: Path, concurrency: int) -> int:
+def run_bench(ready: Configured) -> int:
+    bench, bench_dir, concurrency = ready.bench, ready.folder, ready.concurrency
     states = {r.run_id: run_state(bench_dir, r) for r in bench.runs}
     todo = [r for r in bench.runs if states[r.run_id] != "finished"]
     earlier = Counter(
         RunFolder(bench_dir / r.run_id).summary().outcome.value for r in bench.runs if states[r.run_id] == "finished"
     )
-    settings = bench.settings(todo[0]).eval if todo else EvalConfig(gpu=False)
+    settings = ready.settings_of(todo[0]).eval if todo else EvalConfig(gpu=False)
     pool = open_pool(settings.pool, settings.gpu)
     try:
         gpus = pool.describe()
@@ -136,7 +164,7 @@ def run_bench(bench: Bench, bench_dir: Path, concurrency: int) -> int:
     )
     progress = Progress(bench.bench_id, len(bench.runs), earlier, pool.load)
     try:
-        outcomes = run_all(todo, lambda run: run_one(bench, run, bench_dir, pool), concurrency, progress)
+        outcomes = run_all(todo, lambda run: run_one(ready, run, pool), concurrency, progress)
     except KeyboardInterrupt:
         progress.close()
         print("interrupted: stopping the GPU workers …", file=sys.stderr)
@@ -206,16 +234,16 @@ def run_all(
     return outcomes
 
 
-def run_one(bench: Bench, run: PlannedRun, bench_dir: Path, pool: Pool) -> Outcome:
+def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> Outcome:
     """One run through agent.solve: started, or resumed from its checkpoint, sharing the pool's GPUs."""
-    path = bench_dir / run.run_id
+    path, settings = ready.folder / run.run_id, ready.settings_of(run)
     try:
-        if run_state(bench_dir, run) == "resume":
-            argv = [f"resume={run.run_id}", f"runs_dir={bench_dir}", *_endpoint_changes(bench, path)]
+        if run_state(ready.folder, run) == "resume":
+            changes = _endpoint_changes(ready.bench, settings, path)
+            prepared = resume(run.run_id, {"runs_dir": ready.folder, **changes}, quiet=True)
         else:
             _discard_unstarted(path)
-            argv = bench.run_argv(run, bench_dir)
-        prepared = prepare(argv, quiet=True)
+            prepared = prepare(settings, quiet=True)
     except ConfigError as e:  # RunFolderError is one
         return Outcome(run.run_id, 2, "error", str(e))
     code = execute(prepared, gpu=pool)
@@ -233,15 +261,16 @@ def _discard_unstarted(path: Path) -> None:
     shutil.rmtree(path)
 
 
-def _endpoint_changes(bench: Bench, path: Path) -> list[str]:
-    """The bench's endpoint and pool settings where they differ from what the run recorded."""
-    config = RunFolder(path).config()
-    recorded = {"llm": config.llm.model_dump(mode="json"), "eval": config.eval}
-    changes = []
-    for key, value in bench.solve.items():
+def _endpoint_changes(bench: Bench, settings: SolveConfig, path: Path) -> dict[str, Any]:
+    """The endpoint and pool settings the bench gives where the run's settings differ from what it recorded."""
+    recorded = RunFolder(path).config()
+    before = {"llm": recorded.llm.model_dump(mode="json"), "eval": recorded.eval}
+    now = settings.model_dump(mode="json")
+    changes = {}
+    for key in bench.solve:
         group, _, name = key.partition(".")
-        if key in ENDPOINT_KEYS and str(recorded[group].get(name)) != value:
-            changes.append(f"{key}={value}")
+        if key in ENDPOINT_KEYS and now[group].get(name) != before[group].get(name):
+            changes[key] = now[group][name]
     return changes
 
 

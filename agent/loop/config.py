@@ -1,39 +1,61 @@
-"""Settings of one repair-loop run, and how `key=value` words become them (agent/cli.py reads the words).
+"""Settings of one repair-loop run: the models, each field documented where it is declared, and the policy
+registry (`POLICIES`) from which `llm=`'s names, its help and what a resumed run may change all derive. How a
+command line becomes these settings is agent/loop/command_line.py's.
 
-Every field is documented where it is declared; `python -m agent.solve help` prints them. Secrets never
-live here: the OpenAI policy names the environment variable that holds its key.
+Secrets never live here: the OpenAI policy names the environment variable that holds its key.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import tomllib
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
-from agent.cli import ConfigError, check_keys, described
+from agent.cli import ConfigError
 from agent.loop.prompts import PARTS, parse_prompt, prompt_name
+from tasks.catalog import get_task
 from tasks.schema import Arch
-from tools.answer import format_validation_error
 from tools.options import EvalOptions
 from tools.pool.base import LOCAL, scheduler_address
 
+if TYPE_CHECKING:
+    from agent.loop.journal import Journal
+    from agent.loop.policies.base import Policy
+    from tasks.schema import Task
 
-class OpenAIConfig(BaseModel):
-    """Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, …)."""
+History = Literal["full", "last", "digest"]
+# Where llm=openai's model and base URL come from when the command line does not say (agent/loop/command_line.py
+# reads them); the key comes only ever from the environment.
+MODEL_ENV, BASE_URL_ENV, KEY_ENV = "PTXBENCH_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"
+CONFIG_FILE = "ptxbench.toml"
+
+
+class PolicyConfig(BaseModel):
+    """A policy's settings. A subclass is the whole of a policy's entry: `name` (a Literal: the llm= value),
+    its documented fields, `resumable` and `policy`; listed in POLICIES, it is on the command line, in the help
+    and in the runs' records."""
 
     model_config = ConfigDict(extra="forbid")
+    # Settings a resumed run may change: how to reach the policy, never who answers.
+    resumable: ClassVar[tuple[str, ...]] = ()
+
+    def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
+        """The policy these settings describe; ConfigError when it cannot work (no key, no reference, bad fixture)."""
+        raise NotImplementedError
+
+
+class OpenAIConfig(PolicyConfig):
+    """Any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, SGLang, …)."""
+
     name: Literal["openai"] = "openai"
     base_url: str = Field("https://api.openai.com/v1", description="The endpoint, up to and including /v1.")
     model: str | None = Field(
-        None, description="Model name as the endpoint knows it (required: here, in $PTXBENCH_MODEL or ./ptxbench.toml)."
+        None, description=f"Model name as the endpoint knows it (required: here, in ${MODEL_ENV} or ./{CONFIG_FILE})."
     )
-    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
+    api_key_env: str = Field(KEY_ENV, description="Environment variable holding the API key.")
     temperature: float | None = Field(None, ge=0, description="Sampling temperature; unset: the server's default.")
     max_tokens: int | None = Field(
         32768, ge=1, description="Output tokens per answer (sent as max_completion_tokens); null: unset."
@@ -57,6 +79,9 @@ class OpenAIConfig(BaseModel):
     backoff_s: float = Field(
         2.0, ge=0, allow_inf_nan=False, description="First wait before a retry; doubles each time, at most 60 s."
     )
+    resumable: ClassVar[tuple[str, ...]] = (
+        "base_url", "api_key_env", "timeout_s", "retries", "backoff_s", "context_tokens", "min_output_tokens",
+    )  # fmt: skip
 
     @field_validator("base_url")
     @classmethod
@@ -84,20 +109,41 @@ class OpenAIConfig(BaseModel):
             raise ValueError("llm.extra must be a JSON object")
         return {k: _maybe_json(v) for k, v in value.items()}
 
+    def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
+        from agent.loop.policies.openai_policy import OpenAIPolicy  # the openai client only when it is used
 
-class ReferenceConfig(BaseModel):
+        if not self.model:
+            raise ConfigError(no_endpoint_message())
+        return OpenAIPolicy(self, journal)
+
+
+def no_endpoint_message() -> str:
+    """What to do when llm=openai has no model: the three ways to name an endpoint, and the offline policies."""
+    return (
+        "llm=openai needs a model: name it on the command line (llm.model=NAME llm.base_url=URL), in the environment "
+        f"(${MODEL_ENV}, ${BASE_URL_ENV}, and the key in ${KEY_ENV}), or in ./{CONFIG_FILE} ([llm] model = "
+        '"NAME", base_url = "URL"; never the key, which is read only from the environment). To try the loop '
+        "offline: llm=reference (the task's reference solution) or llm=scripted "
+        "llm.path=tests/fixtures/agent/three_turns.json"
+    )
+
+
+class ReferenceConfig(PolicyConfig):
     """Answers with the task's reference solution (tasks/solutions), once."""
 
-    model_config = ConfigDict(extra="forbid")
     name: Literal["reference"] = "reference"
 
+    def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
+        from agent.loop.policies.offline import ReferencePolicy
 
-class ScriptedConfig(BaseModel):
+        return ReferencePolicy(task, arch)
+
+
+class ScriptedConfig(PolicyConfig):
     """Answers from a fixture file, one per turn, for tests and demos."""
 
-    model_config = ConfigDict(extra="forbid")
     name: Literal["scripted"] = "scripted"
-    path: Path = Field(description="JSON file: a list of answers (see agent/policies/offline.py).")
+    path: Path = Field(description="JSON file: a list of answers (see agent/loop/policies/offline.py).")
     label: str | None = Field(None, description="The model whose answers these are, named in reports and run pages.")
 
     @field_validator("path")
@@ -106,21 +152,38 @@ class ScriptedConfig(BaseModel):
         """Recorded absolute, so a resumed run finds the file from any working directory."""
         return value.resolve()
 
+    def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
+        from agent.loop.policies.offline import ScriptedPolicy
 
-class ReplayConfig(BaseModel):
+        return ScriptedPolicy(self.path, self.label)
+
+
+class ReplayConfig(PolicyConfig):
     """Re-drives a recorded run's answers, turn by turn, through today's harness."""
 
-    model_config = ConfigDict(extra="forbid")
     name: Literal["replay"] = "replay"
     run: str = Field(description="The recorded run: its folder, or its id under runs_dir.")
     label: str | None = Field(None, description="The model whose answers these are, named in reports and run pages.")
 
+    def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
+        from agent.loop.policies.offline import ReplayPolicy
 
-LLMConfig = Annotated[OpenAIConfig | ReferenceConfig | ScriptedConfig | ReplayConfig, Field(discriminator="name")]
-POLICY_CONFIGS: dict[str, type[BaseModel]] = {
-    "openai": OpenAIConfig, "reference": ReferenceConfig, "scripted": ScriptedConfig, "replay": ReplayConfig,
-}  # fmt: skip
-POLICY_NAMES = tuple(POLICY_CONFIGS)
+        return ReplayPolicy(self.run, runs_dir, task, arch, self.label)
+
+
+# The policies by kind, as mini-swe-agent's name → class table: llm=NAME picks one; the first is the default.
+POLICIES: tuple[type[PolicyConfig], ...] = (OpenAIConfig, ReferenceConfig, ScriptedConfig, ReplayConfig)
+POLICY_NAMES = tuple(p.model_fields["name"].default for p in POLICIES)
+LLMConfig = Annotated[Union[POLICIES], Field(discriminator="name")]  # noqa: UP007  # a union built from the table
+
+
+def _maybe_json(value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        return value
 
 
 def _pool_address(value: str) -> str:
@@ -160,8 +223,10 @@ class SeedConfig(BaseModel):
     its feedback; the policy answers from there (agent.mine_repairs builds SFT data this way)."""
 
     model_config = ConfigDict(extra="forbid")
-    run: str = Field(description="The recorded run: its folder, or its id under runs_dir.")
-    turn: int = Field(ge=1, description="The recorded turn whose answer and feedback open the conversation.")
+    run: str = Field(description="The recorded run: its folder, or its id under runs_dir.", examples=["RUN"])
+    turn: int = Field(
+        ge=1, description="The recorded turn whose answer and feedback open the conversation.", examples=[2]
+    )
 
 
 class SolveConfig(BaseModel):
@@ -170,9 +235,11 @@ class SolveConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task: str = Field(description="Task name or alias (python -m tasks lists them).")
     arch: Arch = Field(description="sm_90a or sm_100a (aliases: sm_90, h100, h200, sm_100, b200).")
-    llm: LLMConfig = Field(default_factory=OpenAIConfig, description="The policy: openai, reference, scripted, replay.")
+    llm: LLMConfig = Field(
+        default_factory=POLICIES[0], title="policy", description=f"The policy: {', '.join(POLICY_NAMES)}."
+    )
     max_turns: int = Field(8, ge=1, description="Turns at most.")
-    history: Literal["full", "last", "digest"] = Field(
+    history: History = Field(
         "full",
         description="What the model sees of earlier turns: all of them, only the last, or the last in full and "
         "each earlier one as a line (status, key error, speedup).",
@@ -197,6 +264,13 @@ class SolveConfig(BaseModel):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     seed: SeedConfig | None = Field(None, description="Start from a recorded attempt (seed.run, seed.turn).")
 
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, value: str) -> str:
+        """Refused here, naming the catalog's tasks; a run records the canonical name (agent/loop/run.py)."""
+        get_task(value)
+        return value
+
     @field_validator("arch", mode="before")
     @classmethod
     def _resolve_arch(cls, value: Any) -> Any:
@@ -209,164 +283,15 @@ class SolveConfig(BaseModel):
         return prompt_name(parse_prompt(value))
 
 
+# How a run reaches its policy and the GPUs: what a continued bench, or mining again, may change.
+ENDPOINT_KEYS = tuple(sorted({*(f"llm.{key}" for p in POLICIES for key in p.resumable), "eval.pool"}))
 # Keys a resumed run may change: its limits and how to reach the endpoint and the GPUs, never what it is solving.
-RESUMABLE = {
-    "max_turns", "max_tokens_total", "max_wall_s", "unverified_turns", "runs_dir",
-    "llm.base_url", "llm.api_key_env", "llm.timeout_s", "llm.retries", "llm.backoff_s", "llm.context_tokens",
-    "llm.min_output_tokens", "eval.device", "eval.pool", "eval.timeout_s", "eval.static_timeout_s",
-}  # fmt: skip
-# Where an endpoint comes from when the command line does not say (the key: only ever the environment).
-MODEL_ENV, BASE_URL_ENV = "PTXBENCH_MODEL", "OPENAI_BASE_URL"
-CONFIG_FILE = "ptxbench.toml"
-_SECRET = re.compile(r"(?:^|_)key$|^(?:api_)?token$|secret|password|authorization", re.I)
+RESUMABLE = frozenset({
+    "max_turns", "max_tokens_total", "max_wall_s", "unverified_turns", "runs_dir", *ENDPOINT_KEYS,
+    "eval.device", "eval.timeout_s", "eval.static_timeout_s",
+})  # fmt: skip
 
 
-def no_endpoint_message() -> str:
-    """What to do when llm=openai has no model: the three ways to name an endpoint, and the offline policies."""
-    return (
-        "llm=openai needs a model: name it on the command line (llm.model=NAME llm.base_url=URL), in the environment "
-        f"(${MODEL_ENV}, ${BASE_URL_ENV}, and the key in $OPENAI_API_KEY), or in ./{CONFIG_FILE} ([llm] model = "
-        '"NAME", base_url = "URL"; never the key, which is read only from the environment). To try the loop '
-        "offline: llm=reference (the task's reference solution) or llm=scripted "
-        "llm.path=tests/fixtures/agent/three_turns.json"
-    )
-
-
-def require_endpoint(settings: SolveConfig) -> SolveConfig:
-    """`settings`, or ConfigError saying how to name an endpoint when llm=openai has no model."""
-    if isinstance(settings.llm, OpenAIConfig) and not settings.llm.model:
-        raise ConfigError(no_endpoint_message())
-    return settings
-
-
-def endpoint_settings(pairs: dict[str, str], environ: Mapping[str, str], folder: Path) -> dict[str, str]:
-    """`pairs` with the llm=openai settings it lacks taken from the environment ($PTXBENCH_MODEL,
-    $OPENAI_BASE_URL), then from ./ptxbench.toml's [llm] table: the command line wins, then the environment."""
-    if pairs.get("llm", "openai") != "openai":
-        return pairs
-    from_env = {key: environ[var] for key, var in (("llm.model", MODEL_ENV), ("llm.base_url", BASE_URL_ENV))
-                if environ.get(var)}  # fmt: skip
-    return {**_config_file(folder / CONFIG_FILE), **from_env, **pairs}
-
-
-def _config_file(path: Path) -> dict[str, str]:
-    """The [llm] settings of ptxbench.toml as key=value settings; ConfigError naming the file for anything else."""
-    if not path.is_file():
-        return {}
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ConfigError(f"{path}: not a TOML file we can read ({e})") from None
-    unknown = sorted(set(data) - {"llm"})
-    llm = data.get("llm", {})
-    if unknown or not isinstance(llm, dict):
-        raise ConfigError(f"{path}: only an [llm] table is read here (found {', '.join(unknown) or 'llm = …'})")
-    out = {}
-    for key, value in llm.items():
-        if _SECRET.search(key):
-            raise ConfigError(f"{path}: llm.{key} is refused: the API key is read only from the environment "
-                              f"(${OpenAIConfig.model_fields['api_key_env'].default}, or the variable llm.api_key_env "
-                              "names), never from a file")  # fmt: skip
-        if key not in OpenAIConfig.model_fields or key == "name":
-            known = ", ".join(k for k in OpenAIConfig.model_fields if k != "name")
-            raise ConfigError(f"{path}: unknown setting llm.{key} (known: {known})")
-        out[f"llm.{key}"] = json.dumps(value) if isinstance(value, dict | list | bool) else str(value)
-    return out
-
-
-def _maybe_json(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        return value
-
-
-def nest(pairs: dict[str, str]) -> dict[str, Any]:
-    """{'llm': 'openai', 'llm.model': 'x'} → {'llm': {'name': 'openai', 'model': 'x'}}, keys checked."""
-    tree: dict[str, Any] = {}
-    for key, value in pairs.items():
-        head, *rest = key.split(".")
-        check_keys([head], SolveConfig.model_fields)
-        if head == "llm" and not rest:
-            if value not in POLICY_NAMES:
-                raise ConfigError(f"unknown policy llm={value!r}; known: {', '.join(POLICY_NAMES)}")
-            tree.setdefault("llm", {})["name"] = value
-            continue
-        if not rest:
-            if head == "eval":
-                raise ConfigError("eval takes sub-keys, e.g. eval.trials=1")
-            if head == "seed":
-                raise ConfigError("seed takes sub-keys, e.g. seed.run=RUN seed.turn=2")
-            tree[head] = None if value == "null" else value
-            continue
-        if head not in ("llm", "eval", "seed"):
-            raise ConfigError(f"{head} has no sub-keys (got {key})")
-        node = tree.setdefault(head, {})
-        for part in rest[:-1]:
-            node = node.setdefault(part, {})
-        node[rest[-1]] = None if value == "null" else value
-    return tree
-
-
-def _check_llm_keys(llm: dict[str, Any]) -> None:
-    fields = POLICY_CONFIGS[llm.get("name", "openai")].model_fields
-    for key in llm:
-        if key not in fields:
-            known = ", ".join(f"llm.{k}" for k in fields if k != "name") or "none"
-            raise ConfigError(f"llm={llm.get('name', 'openai')} has no setting llm.{key} (its settings: {known})")
-
-
-def build_config(tree: dict[str, Any]) -> SolveConfig:
-    """A validated SolveConfig, or ConfigError with one line per problem."""
-    if "task" not in tree or "arch" not in tree:
-        missing = " and ".join(k for k in ("task", "arch") if k not in tree)
-        raise ConfigError(f"{missing} required, e.g. task=gemm arch=sm_90a")
-    if isinstance(tree.get("llm"), dict):
-        tree = {**tree, "llm": {"name": "openai", **tree["llm"]}}  # llm.model=… alone means llm=openai
-        _check_llm_keys(tree["llm"])
-    check_keys(tree.get("eval") or {}, EvalConfig.model_fields, "eval.")
-    check_keys(tree.get("seed") or {}, SeedConfig.model_fields, "seed.")
-    try:
-        return SolveConfig.model_validate(tree)
-    except ValidationError as e:
-        # pydantic names the policy's union branch in paths (llm.openai.model); users write llm.model.
-        lines = re.sub(r"\bllm\.(?:openai|reference|scripted|replay)\b", "llm", format_validation_error(e))
-        raise ConfigError("invalid settings:\n" + lines) from None
-    except ValueError as e:  # Arch.resolve's UnknownName
-        raise ConfigError(str(e)) from None
-
-
-def merge(tree: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """`overrides` laid over `tree`, nested dicts merged key by key."""
-    out = dict(tree)
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def usage() -> str:
-    lines = [
-        "usage: python -m agent.solve task=T arch=A [llm=openai|reference|scripted|replay] [key=value ...]",
-        "       python -m agent.solve resume=RUN_ID [runs_dir=DIR] [max_turns=N ...]",
-        "",
-        "settings (null unsets an optional one):",
-        *described(SolveConfig, "", skip=("llm", "eval", "seed")),
-    ]
-    for name, model in POLICY_CONFIGS.items():
-        lines += [f"llm={name}: {model.__doc__.strip()}", *described(model, "llm.", skip=("name",))]
-    lines += [f"eval: {EvalConfig.__doc__.strip()}", *described(EvalConfig, "eval.")]
-    lines += [f"seed: {SeedConfig.__doc__.strip().splitlines()[0]}", *described(SeedConfig, "seed.")]
-    lines += [
-        "",
-        f"llm=openai's model and base URL may also come from ${MODEL_ENV} and ${BASE_URL_ENV}, or from an [llm] table "
-        f"in ./{CONFIG_FILE} (never the key: ${OpenAIConfig.model_fields['api_key_env'].default} only).",
-        "A resumed run (resume=RUN_ID) may change only: " + ", ".join(sorted(RESUMABLE)) + ".",
-        "Exit status: 0 the run finished (whatever the model achieved); 1 it stopped early on an error",
-        "(resume it); 2 usage or configuration error; 130 interrupted.",
-    ]
-    return "\n".join(lines)
+def setting_default(name: str) -> Any:
+    """A run setting's default, for the records and commands that use it without a SolveConfig."""
+    return SolveConfig.model_fields[name].get_default(call_default_factory=True)

@@ -6,12 +6,12 @@ what is left (down to a floor), then the oldest attempts are compacted to their 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
+from agent.loop.config import History
 from agent.loop.records import Message
 from agent.loop.tokens import count_messages
 
-History = Literal["full", "last", "digest"]
 DIGEST_HEADING = "## Your earlier attempts (their answers are not repeated here)"
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agent.loop.config import setting_default
 from tools.evaluation import Evaluation, Status
 from tools.solution import Solution
 
@@ -138,7 +139,7 @@ class RunSummary(BaseModel):
     statuses: list[Status] = Field(default_factory=list)
     stop_reason: StopReason | None = Field(None, description="None: the run has not ended (or was killed).")
     stop_detail: str | None = None
-    target_speedup: float = 1.0
+    target_speedup: float = setting_default("target_speedup")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     model_seconds: float = 0.0
@@ -180,9 +181,10 @@ class RunConfig(BaseModel):
     arch: str
     llm: PolicyRecord = Field(default_factory=PolicyRecord)
     policy: str | None = None
-    max_turns: int = 8
-    history: str = "full"
-    target_speedup: float = 1.0
+    # A record without them (an older run folder) reads as the settings' defaults.
+    max_turns: int = setting_default("max_turns")
+    history: str = setting_default("history")
+    target_speedup: float = setting_default("target_speedup")
     eval: dict[str, Any] = Field(default_factory=dict, description="The eval.* settings (tools/options.py).")
     seed: dict[str, Any] | None = Field(None, description="seed.run / seed.turn, for a seeded run.")
     seed_attempt: dict[str, Any] | None = Field(None, description="The seed's run, turn, status and policy.")

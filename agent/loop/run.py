@@ -1,6 +1,7 @@
-"""One repair-loop run from its settings to its end: `prepare` (settings, policy, run folder; a resumed run's
-checkpoint), then `execute` (the graph, to a stopping rule or an error that leaves the run resumable).
-`python -m agent.solve` is the command around them; agent.bench and agent.mine_repairs call them too.
+"""One repair-loop run from its settings to its end: `prepare` (a new run's policy and run folder, from its
+SolveConfig) or `resume` (a recorded run, from its checkpoint), then `execute` (the graph, to a stopping rule or
+an error that leaves the run resumable). `python -m agent.solve` is the command around them
+(agent/loop/command_line.py reads its words); agent.bench and agent.mine_repairs call them too.
 
 execute's exit status: 0 the run finished, whatever the model achieved; 1 it stopped early on an error
 (the endpoint failed after its retries, or the harness crashed) and can be resumed; 2 configuration
@@ -10,28 +11,19 @@ error; 130 interrupted.
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 
-from agent.cli import ConfigError, parse_pairs
-from agent.loop.config import (
-    RESUMABLE,
-    SeedConfig,
-    SolveConfig,
-    build_config,
-    endpoint_settings,
-    merge,
-    nest,
-    require_endpoint,
-)
+from agent import cli
+from agent.cli import ConfigError
+from agent.loop.config import RESUMABLE, SeedConfig, SolveConfig, setting_default
 from agent.loop.conversation import Exchange
 from agent.loop.graph import build_graph
 from agent.loop.journal import Journal
@@ -66,13 +58,9 @@ class Prepared:
     hold: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the run folder's lock
 
 
-def prepare(argv: list[str], quiet: bool = False) -> Prepared:
-    """Settings, policy and run folder; every usage or configuration problem surfaces here, before a
-    new run folder is created. A `quiet` run prints nothing (agent.bench runs many at once)."""
-    pairs = parse_pairs(argv)
-    if "resume" in pairs:
-        return _prepare_resume(check_run_id(pairs.pop("resume")), pairs, quiet)
-    settings = build_config(nest(endpoint_settings(pairs, os.environ, Path.cwd())))
+def prepare(settings: SolveConfig, quiet: bool = False) -> Prepared:
+    """A new run: policy and run folder; every configuration problem surfaces here, before the run folder is
+    created. A `quiet` run prints nothing (agent.bench runs many at once)."""
     task = _task(settings.task)
     note = renamed(settings.task)
     settings = settings.model_copy(update={"task": task.name})
@@ -85,8 +73,8 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
     journal = Journal(run_id, quiet)
     if note:
         journal.say(note)
-    policy = make_policy(require_endpoint(settings), task, settings.arch, journal)
-    config = {
+    policy = make_policy(settings, task, settings.arch, journal)
+    record = {
         **settings.model_dump(mode="json"),
         "task_version": task.version,
         "run_id": run_id,
@@ -95,38 +83,41 @@ def prepare(argv: list[str], quiet: bool = False) -> Prepared:
         "toolchain": vars(toolchain()),
         **({"seed_attempt": seed.record()} if seed is not None else {}),
     }
-    folder = RunFolder.create(settings.runs_dir, run_id, config)
+    folder = RunFolder.create(settings.runs_dir, run_id, record)
     prepared = Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed)
     prepared.hold.enter_context(folder.lock())
     return prepared
 
 
-def _prepare_resume(run_id: str, pairs: dict[str, str], quiet: bool) -> Prepared:
-    refused = sorted(k for k in pairs if k not in RESUMABLE)
+def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = False) -> Prepared:
+    """A killed run continued, or a finished one extended. `changes`: settings by their dotted keys, laid over
+    what the run recorded (only RESUMABLE ones: its limits, how to reach the endpoint and the GPUs), e.g.
+    {"max_turns": 12}; a change of runs_dir says where the run is."""
+    changes = dict(changes or {})
+    refused = sorted(k for k in changes if k not in RESUMABLE)
     if refused:
         raise ConfigError(
             f"a resumed run cannot change {', '.join(refused)}; it may change only {', '.join(sorted(RESUMABLE))}"
         )
-    overrides = nest(pairs)
-    folder = RunFolder.open(overrides.get("runs_dir", "runs"), run_id)
+    folder = RunFolder.open(changes.get("runs_dir", setting_default("runs_dir")), check_run_id(run_id))
     with contextlib.ExitStack() as stack:  # released here if anything below refuses the run
         stack.enter_context(folder.lock())  # before anything is read: another process may be writing
         _check_checkpoints(folder)
         folder.turns()  # a broken line is refused now, naming it, not halfway through the run
         recorded = folder.config()
         saved = recorded.model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
-        tree = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
-        settings = build_config(merge(tree, overrides))
+        before = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
+        settings = cli.validated(SolveConfig, cli.tree(SolveConfig, changes, base=before))
         task = _task(settings.task)
         if recorded.task_version != task.version:
             raise ConfigError(
                 f"{folder.path} solved definition v{recorded.task_version} of {recorded.task}; today's {task.name} "
                 f"is v{task.version}, so resuming would mix two workloads in one run: start a new run instead"
             )
-        journal = Journal(run_id, quiet)
+        journal = Journal(folder.run_id, quiet)
         policy = make_policy(settings, task, settings.arch, journal)
         hold = stack.pop_all()
-    changed = _changed(tree, settings, pairs)
+    changed = _changed(before, settings, changes)
     if changed:  # a resume that changes nothing leaves config.json as it was
         resumes = [*saved.get("resumed", []), {"at": _now(), "changed": changed}]
         updated = {**saved, **settings.model_dump(mode="json"), "resumed": resumes}
@@ -144,10 +135,10 @@ def _check_checkpoints(folder: RunFolder) -> None:
         raise RunFolderError(f"{folder.checkpoints_path} is not a readable checkpoint database ({e})") from None
 
 
-def _changed(saved: dict[str, Any], settings: SolveConfig, pairs: dict[str, str]) -> dict[str, str]:
+def _changed(saved: dict[str, Any], settings: SolveConfig, changes: dict[str, Any]) -> dict[str, Any]:
     """The given settings whose values differ from the saved ones (where the run lives is not a setting)."""
     try:
-        before = build_config(saved).model_dump(mode="json")
+        before = cli.validated(SolveConfig, saved).model_dump(mode="json")
     except ConfigError:  # the saved settings are no longer valid: the given ones repair them
         before = {}
     after = settings.model_dump(mode="json")
@@ -157,7 +148,7 @@ def _changed(saved: dict[str, Any], settings: SolveConfig, pairs: dict[str, str]
             tree = tree.get(part) if isinstance(tree, dict) else None
         return tree
 
-    return {k: v for k, v in pairs.items() if k != "runs_dir" and (not before or at(before, k) != at(after, k))}
+    return {k: v for k, v in changes.items() if k != "runs_dir" and (not before or at(before, k) != at(after, k))}
 
 
 def _seed(settings: SolveConfig, task: Task) -> Seed | None:
@@ -207,18 +198,18 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
     try:
         _header(ctx, run.resumed, run.seed)  # it asks the GPU pool, which may be out of reach
         graph = build_graph(SqliteSaver(conn))
-        config: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}
-        go, start = _starting_input(graph, config, ctx, run.seed.history() if run.seed else [])
+        thread: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}  # LangGraph's run config
+        go, start = _starting_input(graph, thread, ctx, run.seed.history() if run.seed else [])
         if go:
             journal.attach(folder.events_path)
             _cut_torn_tail(ctx)
-            done = len(graph.get_state(config).values.get("results", []))
-            config["recursion_limit"] = STEPS_PER_TURN * (settings.max_turns - done + 1) + 10
-            final = graph.invoke(start, config, context=ctx, durability="sync")
+            done = len(graph.get_state(thread).values.get("results", []))
+            thread["recursion_limit"] = STEPS_PER_TURN * (settings.max_turns - done + 1) + 10
+            final = graph.invoke(start, thread, context=ctx, durability="sync")
             reason = final.get("stop_reason")
         else:  # nothing to do: nothing in the run folder changes
             noop = True
-            reason = stop_reason(graph.get_state(config).values["results"], settings, policy.max_answers)
+            reason = stop_reason(graph.get_state(thread).values["results"], settings, policy.max_answers)
             journal.say(f"run {folder.run_id} had already finished ({reason}); nothing to do")
     except ModelError as e:
         code, reason, detail = 1, "model_error", str(e)
@@ -265,11 +256,11 @@ def _cut_torn_tail(ctx: RunContext) -> None:
         ctx.journal.say(f"  trajectory.jsonl ended in a torn line ({cut:,} bytes): cut, kept in trajectory.torn")
 
 
-def _starting_input(graph: Any, config: dict[str, Any], ctx: RunContext, seeded: list[Exchange]) -> tuple[bool, Any]:
+def _starting_input(graph: Any, thread: dict[str, Any], ctx: RunContext, seeded: list[Exchange]) -> tuple[bool, Any]:
     """(whether to run the graph, its input): a fresh state for a new run (its history opened by the seed's
     attempt, if any); None to continue a killed one from its checkpoint; a jump back to `generate` for a
     finished run whose new limits allow more turns; and (False, None) for a run that has finished for good."""
-    snapshot = graph.get_state(config)
+    snapshot = graph.get_state(thread)
     recorded = len(ctx.folder.turns())
     if not snapshot.values:
         if recorded:

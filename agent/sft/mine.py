@@ -28,15 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.cli import ConfigError, parse_pairs
-from agent.loop.config import RESUMABLE, build_config, nest
-from agent.loop.run import Prepared, execute, prepare
+from agent import cli
+from agent.cli import ConfigError
+from agent.loop.command_line import solve_settings
+from agent.loop.config import RESUMABLE, PolicyConfig, setting_default
+from agent.loop.run import Prepared, execute, prepare, resume
 from agent.loop.store import RUN_ID, RunFolder, find_runs
 from agent.sft.examples import FAILED
 from tools.gpu.base import Gpu
 
 PER_ATTEMPT = ("task", "arch", "seed", "run_id", "resume")
-ENDPOINT_KEYS = {k.removeprefix("llm.") for k in RESUMABLE if k.startswith("llm.")}
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ class Attempt:
 def mine(argv: list[str], gpu: Callable[[], Gpu] | None = None) -> int:
     """Run (or resume) a teacher run per failed attempt, then print what each achieved; `gpu` makes each
     run's GPU (tests feed recorded evaluations)."""
-    dirs = [Path(w) for w in argv if "=" not in w]
-    pairs = parse_pairs([w for w in argv if "=" in w])
+    paths, pairs = cli.split_argv(argv)
+    dirs = [Path(p) for p in paths]
     fixed = sorted(k for k in pairs if k.split(".")[0] in PER_ATTEMPT)
     if fixed:
         raise ConfigError(f"{', '.join(fixed)} cannot be given: each teacher run gets its own")
@@ -78,8 +79,8 @@ def mine(argv: list[str], gpu: Callable[[], Gpu] | None = None) -> int:
     if not attempts:
         print(f"no failed attempts to repair under {', '.join(map(str, dirs))}")
         return 0
-    runs_dir = Path(pairs.get("runs_dir", "runs"))
-    teacher = _teacher(pairs, attempts[0])
+    runs_dir = Path(pairs.get("runs_dir", setting_default("runs_dir")))
+    teacher = solve_settings({**pairs, "task": attempts[0].task, "arch": attempts[0].arch}).llm  # checked up front
     rows, code = [], 0
     for attempt in attempts:
         run = _prepare(attempt, pairs, runs_dir, teacher)
@@ -103,8 +104,8 @@ def failed_attempts(folders: list[RunFolder]) -> tuple[list[Attempt], list[str]]
     attempts, skipped = [], []
     for folder in folders:
         try:
-            config = folder.config()
-            if config.seed:
+            recorded = folder.config()
+            if recorded.seed:
                 continue
             turns = folder.turns()
         except (OSError, ValueError) as e:  # RunFolderError and pydantic's are ValueErrors
@@ -114,45 +115,35 @@ def failed_attempts(folders: list[RunFolder]) -> tuple[list[Attempt], list[str]]
             status = turn.evaluation.status
             if status in FAILED and turn.feedback is not None:
                 attempts.append(
-                    Attempt(folder, turn.index, status.value, config.task, config.arch, config.llm.model_name)
+                    Attempt(folder, turn.index, status.value, recorded.task, recorded.arch, recorded.llm.model_name)
                 )
     return attempts, skipped
 
 
-def _prepare(attempt: Attempt, pairs: dict[str, str], runs_dir: Path, teacher: dict[str, Any]) -> Prepared | None:
+def _prepare(attempt: Attempt, pairs: dict[str, str], runs_dir: Path, teacher: PolicyConfig) -> Prepared | None:
     """The teacher run to execute: a new one, the resumption of one cut short, or None when it finished."""
     path = runs_dir / attempt.run_id
     if not path.exists():
-        args = [
-            f"task={attempt.task}",
-            f"arch={attempt.arch}",
-            f"seed.run={attempt.folder.path.resolve()}",
-            f"seed.turn={attempt.turn}",
-            f"run_id={attempt.run_id}",
-        ]
-        return prepare(args + [f"{k}={v}" for k, v in pairs.items()])
+        seed = {"seed.run": str(attempt.folder.path.resolve()), "seed.turn": attempt.turn}
+        return prepare(solve_settings({**pairs, "task": attempt.task, "arch": attempt.arch, **seed,
+                                       "run_id": attempt.run_id}))  # fmt: skip
     folder = RunFolder.open(runs_dir, attempt.run_id)
-    config = folder.config()
-    seeded = config.seed_attempt or {}
+    recorded = folder.config()
+    seeded = recorded.seed_attempt or {}
     if (seeded.get("run_id"), seeded.get("turn")) != (attempt.folder.run_id, attempt.turn):
         raise ConfigError(f"{path} exists but does not repair turn {attempt.turn} of {attempt.folder.run_id}")
-    if _llm(config.llm.model_dump(mode="json", exclude_unset=True)) != teacher:
-        raise ConfigError(f"{path} was mined by another teacher ({config.policy}); give another runs_dir")
+    mined_by = _who(recorded.llm.model_dump(mode="json", exclude_unset=True), teacher)
+    if mined_by != _who(teacher.model_dump(mode="json"), teacher):
+        raise ConfigError(f"{path} was mined by another teacher ({recorded.policy}); give another runs_dir")
     summary = folder.summary()
     if summary is not None and summary.finished:
         return None
-    return prepare([f"resume={attempt.run_id}", *(f"{k}={v}" for k, v in pairs.items() if k in RESUMABLE)])
+    return resume(attempt.run_id, {k: v for k, v in pairs.items() if k in RESUMABLE})
 
 
-def _teacher(pairs: dict[str, str], attempt: Attempt) -> dict[str, Any]:
-    """The teacher's policy settings as its runs record them, checked before any run starts."""
-    settings = build_config(nest({**pairs, "task": attempt.task, "arch": attempt.arch}))
-    return _llm(settings.llm.model_dump(mode="json"))
-
-
-def _llm(settings: dict[str, Any]) -> dict[str, Any]:
-    """What makes a teacher: the policy's settings without how its endpoint is reached."""
-    return {k: v for k, v in settings.items() if k not in ENDPOINT_KEYS}
+def _who(llm: dict[str, Any], teacher: PolicyConfig) -> dict[str, Any]:
+    """What makes a teacher: the policy's settings without how it is reached (what a resumed run may change)."""
+    return {k: v for k, v in llm.items() if k not in type(teacher).resumable}
 
 
 def _row(attempt: Attempt, teacher: RunFolder, *, fresh: bool) -> tuple[str, ...]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop.config import BASE_URL_ENV, MODEL_ENV
+from agent.loop.command_line import BASE_URL_ENV, MODEL_ENV
 
 
 @pytest.fixture

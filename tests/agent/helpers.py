@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from agent.loop.run import execute, prepare
+from agent.loop.command_line import from_command_line
+from agent.loop.run import execute
 from agent.loop.store import RunFolder
 from tasks.schema import Arch, Task
 from tools.evaluation import Evaluation
@@ -71,5 +72,5 @@ def write_script(path: Path, answers: list[Any]) -> Path:
 
 def solve(args: list[str], gpu: Any = None) -> tuple[int, RunFolder]:
     """One in-process run of `python -m agent.solve ARGS`; returns its exit status and run folder."""
-    run = prepare(args)
+    run = from_command_line(args)
     return execute(run, gpu=gpu), run.folder

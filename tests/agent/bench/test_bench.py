@@ -3,6 +3,7 @@ answers and the real ptxas (eval.gpu=false), in process and as a subprocess kill
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -15,13 +16,20 @@ from pathlib import Path
 
 import pytest
 
+import agent.bench.run
+import agent.loop.run
+from agent import cli
 from agent.bench.__main__ import main
-from agent.bench.plan import load, plan, resolve_archs, resolve_tasks
+from agent.bench.plan import load, plan, resolve_archs, resolve_tasks, run_settings, save
 from agent.bench.progress import Progress
+from agent.bench.run import Configured, check_runs, configure, run_bench
 from agent.cli import ConfigError
+from agent.loop.config import SolveConfig
 from agent.loop.store import RunFolder
 from tasks.catalog import CORE, TASKS
+from tasks.schema import Arch
 from tests.agent.helpers import fixture_text, write_script
+from tools.options import Profile
 from tools.pool.base import Load
 
 REPO = Path(__file__).resolve().parents[3]
@@ -54,10 +62,20 @@ def test_plan_is_deterministic() -> None:
     ]
     assert [r.max_turns for r in bench.runs[:4]] == [1, 1, 4, 4]
     assert len(bench.runs) == 8
-    assert bench.run_argv(bench.runs[2], Path("/b")) == [
-        "llm=reference", f"task={GEMM}", "arch=sm_90a", "max_turns=4", f"run_id={GEMM}-sm_90a-multi-s00",
-        "runs_dir=/b",
-    ]  # fmt: skip
+    s = Configured(bench, Path("/b"), 1, run_settings(bench)).settings_of(bench.runs[2])  # as prepare gets it
+    assert (s.llm.name, s.task, s.arch, s.max_turns, s.run_id, s.runs_dir) == (
+        "reference", GEMM, Arch.SM_90A, 4, f"{GEMM}-sm_90a-multi-s00", Path("/b")
+    )  # fmt: skip
+
+
+def test_a_benchs_single_shot_samples_count_only_unless_asked() -> None:
+    bench = plan("b", [GEMM], ["sm_90a"], 1, 2, ["single", "multi"], {"llm": "reference"})
+    settings = run_settings(bench)
+    single, multi = settings[GEMM, "sm_90a", "single"], settings[GEMM, "sm_90a", "multi"]
+    assert (single.eval.profile, multi.eval.profile) == (Profile.COUNTS, Profile.AUTO)
+    assert (single.max_turns, multi.max_turns) == (1, 2)
+    asked = plan("b", [GEMM], ["sm_90a"], 1, 2, ["single"], {"llm": "reference", "eval.profile": "perf"})
+    assert run_settings(asked)[GEMM, "sm_90a", "single"].eval.profile is Profile.PERF
 
 
 @pytest.mark.parametrize(
@@ -169,7 +187,35 @@ def test_bench_in_process_then_rerun(tmp_path: Path, runs_dir: Path, capsys: pyt
     assert "holds a bench with other settings (samples: 2 (saved) vs 3 (now))" in capsys.readouterr().err
 
 
-def cli(*args: str) -> subprocess.Popen:
+def test_the_bench_hands_its_runs_typed_settings_and_never_reads_text_again(
+    tmp_path: Path, runs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settings are parsed once, at the command line: the bench builds each run's SolveConfig from its plan and
+    hands it to agent.loop.run.prepare, never formatting settings as key=value text for a second parse."""
+    assert inspect.signature(agent.loop.run.prepare).parameters["settings"].annotation == "SolveConfig"
+    script = write_script(tmp_path / "script.json", [fixture_text("fill_ok.md")])
+    argv = ["tasks=gemm", "archs=h100", "llm=scripted", f"llm.path={script}", "max_turns=2", "eval.gpu=false",
+            f"runs_dir={runs_dir}", "bench_id=typed"]  # fmt: skip
+    ready = configure(cli.parse_pairs(argv))
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("settings read from text after the command line")
+
+    for name in ("parse_pairs", "split_argv", "read"):
+        monkeypatch.setattr(cli, name, refused)
+    given: list[object] = []
+    real = agent.bench.run.prepare
+    monkeypatch.setattr(agent.bench.run, "prepare", lambda s, quiet: given.append(s) or real(s, quiet))
+    check_runs(ready)
+    save(ready.bench, ready.folder)
+    assert run_bench(ready) == 0
+    assert sorted((s.run_id, s.max_turns, s.eval.profile) for s in given) == [
+        (f"{GEMM}-sm_90a-multi-s00", 2, Profile.AUTO), (f"{GEMM}-sm_90a-single-s00", 1, Profile.COUNTS)
+    ]  # fmt: skip
+    assert all(isinstance(s, SolveConfig) and s.runs_dir == runs_dir / "typed" for s in given)
+
+
+def cli_process(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "agent.bench", *args],
         cwd=REPO,
@@ -199,7 +245,7 @@ def test_bench_killed_then_continued(tmp_path: Path, runs_dir: Path) -> None:
     script = write_script(
         tmp_path / "script.json", [fixture_text("fill_typo.md"), {"text": fixture_text("fill_ok.md"), "delay_s": 1.5}]
     )
-    proc = cli("tasks=gemm", "archs=sm_90a", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
+    proc = cli_process("tasks=gemm", "archs=sm_90a", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
                "concurrency=1", "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=killed")  # fmt: skip
     bench_dir = runs_dir / "killed"
     events = bench_dir / f"{GEMM}-sm_90a-multi-s00" / "events.log"
@@ -214,7 +260,7 @@ def test_bench_killed_then_continued(tmp_path: Path, runs_dir: Path) -> None:
     assert len(singles) == 2
     assert statuses(bench_dir)[f"{GEMM}-sm_90a-multi-s00"] == ["compile_error"]
 
-    proc = cli("resume=killed", f"runs_dir={runs_dir}")
+    proc = cli_process("resume=killed", f"runs_dir={runs_dir}")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert "killed: 4 runs, 2 finished earlier" in err

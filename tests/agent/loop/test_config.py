@@ -6,14 +6,24 @@ from pathlib import Path
 
 import pytest
 
+from agent import cli
 from agent.cli import ConfigError, parse_pairs
-from agent.loop.config import OpenAIConfig, ScriptedConfig, build_config, merge, nest
+from agent.loop.command_line import usage
+from agent.loop.config import (
+    ENDPOINT_KEYS,
+    POLICIES,
+    POLICY_NAMES,
+    RESUMABLE,
+    OpenAIConfig,
+    ScriptedConfig,
+    SolveConfig,
+)
 from tasks.schema import Arch
 from tools.options import Profile
 
 
 def settings(*words: str):
-    return build_config(nest(parse_pairs(list(words))))
+    return cli.read(SolveConfig, list(words))
 
 
 def test_defaults_and_aliases() -> None:
@@ -59,7 +69,7 @@ def test_offline_policies() -> None:
     [
         (["task=gemm", "task=gemm"], "task is given twice"),
         (["task=gemm", "arch=sm_90a", "llm.extra=[1]"], "llm.extra must be a JSON object"),
-        (["task=gemm", "arch=sm_90a", "llm=scripted"], "llm.path: required field is missing"),
+        (["task=gemm", "arch=sm_90a", "llm=scripted"], "llm.path is required"),
         (["task=gemm", "arch=sm_90a", "eval.trails=2"], "unknown setting eval.trails; did you mean eval.trials?"),
         (["task=gemm", "arch=sm_90a", "eval=1"], "eval takes sub-keys"),
         (["task=gemm", "arch=sm_90a", "max_turns.x=1"], "max_turns has no sub-keys"),
@@ -74,5 +84,36 @@ def test_errors_say_what_is_wrong(words: list[str], message: str) -> None:
 
 def test_merge_lays_overrides_over_saved_settings() -> None:
     saved = {"task": "gemm", "llm": {"name": "openai", "model": "m", "retries": 6}, "max_turns": 8}
-    merged = merge(saved, nest(parse_pairs(["llm.retries=1", "max_turns=12"])))
+    merged = cli.tree(SolveConfig, parse_pairs(["llm.retries=1", "max_turns=12"]), base=saved)
     assert merged == {"task": "gemm", "llm": {"name": "openai", "model": "m", "retries": "1"}, "max_turns": "12"}
+
+
+def test_a_bare_value_picks_the_unions_model_and_its_keys_follow() -> None:
+    assert cli.tree(SolveConfig, {"llm.model": "m"}) == {"llm": {"name": "openai", "model": "m"}}  # the default
+    saved = {"task": "gemm", "llm": {"name": "scripted", "path": "/a.json"}}
+    assert cli.tree(SolveConfig, {"llm.label": "x"}, base=saved)["llm"] == {"name": "scripted", "path": "/a.json",
+                                                                            "label": "x"}  # fmt: skip
+    assert cli.tree(SolveConfig, {"llm": "reference"}, base=saved)["llm"] == {"name": "reference"}  # another kind
+    with pytest.raises(ConfigError, match=r"llm=scripted has no setting llm\.lable; did you mean label\?"):
+        cli.tree(SolveConfig, {"llm.lable": "x"}, base=saved)
+
+
+def test_a_policy_is_one_entry_of_the_registry() -> None:
+    """What llm= accepts, its help, and what a resumed run may change of it all come from POLICIES."""
+    names = tuple(p.model_fields["name"].default for p in POLICIES)
+    assert POLICY_NAMES == names == ("openai", "reference", "scripted", "replay")
+    assert cli.variants(SolveConfig, "llm") == dict(zip(names, POLICIES, strict=True))
+    text = usage()
+    assert f"[llm={'|'.join(names)}]" in text
+    for policy in POLICIES:
+        name = policy.model_fields["name"].default
+        assert f"  llm={name}: {policy.__doc__.splitlines()[0]}" in text
+        words = ["task=gemm", "arch=sm_90a", f"llm={name}", *REQUIRED.get(name, [])]
+        assert isinstance(cli.read(SolveConfig, words).llm, policy)
+    assert {k for k in RESUMABLE if k.startswith("llm.")} == {f"llm.{k}" for p in POLICIES for k in p.resumable}
+    assert set(ENDPOINT_KEYS) == {f"llm.{k}" for p in POLICIES for k in p.resumable} | {"eval.pool"}
+    resumable = next(line for line in text.splitlines() if line.startswith("A resumed run"))
+    assert all(key in resumable for key in RESUMABLE)
+
+
+REQUIRED = {"scripted": ["llm.path=a.json"], "replay": ["llm.run=r"]}

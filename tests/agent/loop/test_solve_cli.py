@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.loop.config import endpoint_settings
+from agent.loop.command_line import endpoint_settings
 from agent.loop.store import RunFolder
 from agent.solve import main
 from tasks.solutions import reference_answer

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.loop.command_line import from_command_line
 from agent.loop.records import StopReason
-from agent.loop.run import execute, prepare
+from agent.loop.run import execute, resume
 from agent.loop.store import RunFolder
 from tests.dask_cluster import Cluster, standins
 from tools.evaluation import Status
@@ -32,7 +33,7 @@ def test_a_worker_lost_under_an_attempt_leaves_the_run_resumable_without_a_dupli
             f"runs_dir={runs_dir}", "run_id=lost-worker"]  # fmt: skip
     taken = len(dask_standins.requests())
     codes: list[int] = []
-    run = threading.Thread(target=lambda: codes.append(execute(prepare(argv, quiet=True))))
+    run = threading.Thread(target=lambda: codes.append(execute(from_command_line(argv, quiet=True))))
     run.start()
     deadline = time.monotonic() + 60
     while len(dask_standins.requests()) == taken:
@@ -47,7 +48,7 @@ def test_a_worker_lost_under_an_attempt_leaves_the_run_resumable_without_a_dupli
     assert summary.stop_reason is StopReason.ERROR and "died" in summary.stop_detail
 
     dask_standins.wait_for("slow-a", "slow-b")
-    assert execute(prepare(["resume=lost-worker", f"runs_dir={runs_dir}"], quiet=True)) == 0
+    assert execute(resume("lost-worker", {"runs_dir": runs_dir}, quiet=True)) == 0
     (turn,) = folder.turns()
     assert (turn.index, turn.evaluation.status) == (1, Status.PASSED)
     assert turn.evaluation.worker in ("slow-a", "slow-b")

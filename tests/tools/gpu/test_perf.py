@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from agent.bench.plan import plan
 from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.gpu.kernels import answer
@@ -18,7 +17,7 @@ from tools.answer import extract_solution
 from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu import perf
 from tools.gpu.limiters import RULES, Sides, limiter
-from tools.options import EvalOptions, Profile
+from tools.options import EvalOptions
 from tools.perf_report import KernelPerf, PerfReport
 from tools.plan import LaunchPlan, plan_launches
 
@@ -223,15 +222,6 @@ def test_readme_documents_every_rule() -> None:
 )
 def test_the_perf_pass_follows_a_slow_correct_attempt_under_auto(profile, speedup, perf_below, wanted) -> None:
     assert EvalOptions(profile=profile, perf_below=perf_below).wants_perf(speedup) is wanted
-
-
-def test_a_benchs_single_shot_samples_count_only_unless_asked() -> None:
-    bench = plan("b", ["gemm_n7168_k5120"], ["sm_90a"], 1, 2, ["single", "multi"], {"llm": "reference"})
-    single, multi = (bench.settings(r) for r in bench.runs)
-    assert (single.eval.profile, multi.eval.profile) == (Profile.COUNTS, Profile.AUTO)
-    asked = plan("b", ["gemm_n7168_k5120"], ["sm_90a"], 1, 2, ["single"], {"llm": "reference", "eval.profile": "perf"})
-    assert asked.settings(asked.runs[0]).eval.profile is Profile.PERF
-    assert "eval.profile=counts" in bench.run_argv(bench.runs[0], Path("/tmp/b"))
 
 
 def test_without_ncu_the_pass_is_skipped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
