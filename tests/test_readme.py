@@ -9,7 +9,6 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -101,10 +100,10 @@ def offline_commands(page: Path) -> list[list[str]]:
     return commands
 
 
-def run_page(page: Path) -> tuple[Path, Path, list[tuple[list[str], subprocess.CompletedProcess]]]:
+def run_page(page: Path, folder: Path) -> tuple[Path, Path, list[tuple[list[str], subprocess.CompletedProcess]]]:
     """Run a page's offline commands in order, as its reader would, in a fresh folder: what they write stays
     there, and the repository's files they name (fixtures, reference answers) are linked in."""
-    folder = Path(tempfile.mkdtemp(prefix=f"doc-{page.stem}-"))
+    folder.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     results = []
     for words in offline_commands(page):
@@ -121,9 +120,10 @@ def run_page(page: Path) -> tuple[Path, Path, list[tuple[list[str], subprocess.C
     return page, folder, results
 
 
-def test_every_offline_command_readme_and_docs_show_runs():
+def test_every_offline_command_readme_and_docs_show_runs(tmp_path: Path):
+    pages = [page for page in PAGES if offline_commands(page)]
     with ThreadPoolExecutor(3) as pool:
-        ran = list(pool.map(run_page, [page for page in PAGES if offline_commands(page)]))
+        ran = list(pool.map(lambda page: run_page(page, tmp_path / page.stem), pages))
     modules = set()
     for page, _, results in ran:
         for words, done in results:
