@@ -131,8 +131,8 @@ def test_every_offline_command_readme_and_docs_show_runs(tmp_path: Path):
                 f"{page.name}: {shlex.join(words)}: {done.stderr[-800:]}"
             )
             modules.add(words[2])
-    assert {"tasks", "tools.evaluate", "agent.solve", "agent.bench", "agent.report", "agent.inspect",
-            "agent.export_sft", "agent.rl_prompts"} <= modules  # fmt: skip
+    assert {"tasks", "tools.evaluate", "agent.solve", "agent.bench", "agent.report", "agent.replay", "agent.inspect",
+            "agent.export_sft", "agent.rl_prompts", "agent.graph"} <= modules  # fmt: skip
     readme_folder = next(folder for page, folder, _ in ran if page.name == "README.md")
     # What README says the try bench leads to: its report, its site and an SFT file with its data card.
     for written in ("runs/try/report/report.md", "runs/try/site/index.html", "data/fixit.jsonl", "data/fixit.card.md"):
