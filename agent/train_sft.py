@@ -3,7 +3,7 @@ on exported SFT data (agent.sft.export) with TRL's SFTTrainer; agent/sft/train.p
 
 Needs the train extra (pip install 'ptxbench[train]') and one GPU for a real model; writes OUT/train.json,
 OUT/adapter/ and, with merge=true, OUT/merged/ (serve it with vLLM or SGLang, then run agent.bench against
-it: README, "Fine-tune on your trajectories").
+it: docs/training.md).
 Exit status: 0 trained; 2 usage, configuration or data error (nothing trained).
 """
 

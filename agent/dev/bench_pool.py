@@ -1,6 +1,6 @@
 """`python -m agent.dev.bench_pool --out DIR [--parts overhead,local,dask1,dask2] [--repeats N]`: the Dask evaluation
-pool on a GPU machine against the local pool (a script, not a test; its figures go into README's Performance
-section). It starts our scheduler (tools.gpu.dask_scheduler) and `python -m tools.gpu.dask_worker` on 127.0.0.1. Each
+pool on a GPU machine against the local pool (a script, not a test; its figures go into docs/performance.md).
+It starts our scheduler (tools.gpu.dask_scheduler) and `python -m tools.gpu.dask_worker` on 127.0.0.1. Each
 part runs on its own and is merged into DIR/bench_pool.json as it ends (so parts run by separate commands on a warm
 machine add up); a table of every part in the file comes last.
 
@@ -133,7 +133,7 @@ def _timed_runs(bench: dict[str, Any], task: str) -> list[dict[str, Any]]:
 
 
 def table(results: dict[str, Any]) -> str:
-    """The figures README reports, one line each; a part that failed or did not run says so."""
+    """The figures docs/performance.md reports, one line each; a part that failed or did not run says so."""
     lines = []
     o = results.get("overhead", {})
     if "overhead_s" in o:

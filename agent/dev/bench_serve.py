@@ -1,5 +1,5 @@
 """`python -m agent.dev.bench_serve [--out DIR] [--answers 64] [RUN_DIR …]`: the service's throughput on a GPU
-machine (a script, not a test; its figures go into README's Performance section). Starts `python -m
+machine (a script, not a test; its figures go into docs/performance.md). Starts `python -m
 tools.serve` on 127.0.0.1 with the local pool, posts N recorded answers (the responses in RUN_DIRs, default the
 fixture runs, and the reference answers, taken in turn until there are N) as one job with rewards
 (profile=if_correct), polls it to the end, and reports the wall time, evaluations per minute, the statuses and

@@ -1,6 +1,6 @@
 """A multi-turn environment for RL trainers: the repair loop's conversation, one attempt per step. Its shape is
 SkyRL's text environment (`init(prompt) -> (prompt, metadata)`, `step(action) -> {observations, reward, done,
-metadata}`) with a gym-style `reset()` beside it; README shows the three lines that subclass SkyRL's
+metadata}`) with a gym-style `reset()` beside it; docs/rl.md shows the three lines that subclass SkyRL's
 BaseTextEnv with it. The observation after an attempt is our feedback, exactly as the loop's model reads it;
 the reward is tools/reward.py's score of that attempt; the episode ends when the attempt meets the target
 (correct, targets executed, speedup at least `target_speedup`) or after `max_turns` attempts."""

@@ -1,5 +1,5 @@
 """`python -m tasks.solutions.check_all [--arch sm_90a] [--tasks T ...] [--out FILE.jsonl]`: every reference
-answer through the whole harness with one warm worker, then the table README shows (task × arch → status,
+answer through the whole harness with one warm worker, then the table docs/performance.md shows (task × arch → status,
 targets executed, speedup, TFLOP/s). Without a GPU of the arch, the GPU stages are reported skipped."""
 
 from __future__ import annotations

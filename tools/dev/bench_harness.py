@@ -1,6 +1,6 @@
 """`python -m tools.dev.bench_harness [--out DIR] [--repeats N] [--blocks 30x3,6x15] [--parts …]`: what the
 harness costs and how far its timings can be trusted, on an H200 (a script, not a test; its figures go into
-README's Performance section). Each part runs on its own, so one that fails leaves the others' figures; the
+docs/performance.md). Each part runs on its own, so one that fails leaves the others' figures; the
 JSON goes to DIR/bench_harness.json and a short table is printed last.
 
 - reproducibility: the GEMM and forward-attention reference answers, each evaluated N times in separate worker
@@ -195,7 +195,7 @@ def fidelity(repeats: int = 3) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
-    """The figures README reports, one line each; a part that failed says so."""
+    """The figures docs/performance.md reports, one line each; a part that failed says so."""
     lines = []
     for alias in ("gemm", "attn_fwd"):
         result = results.get(f"reproducibility_{alias}", {})

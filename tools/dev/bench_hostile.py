@@ -1,5 +1,5 @@
 """`python -m tools.dev.bench_hostile [--cap S]`: how long the static stages take on answers built to be slow
-(a script for README's performance table, not a test; tests/adversarial asserts the bounds). Each case runs
+(a script for docs/performance.md's table, not a test; tests/adversarial asserts the bounds). Each case runs
 in its own process, stopped after --cap seconds, so it also measures code from before the fixes.
 
 - 150,000 unclosed `/* ` in the PTX block: extract → compile → sass → abi;

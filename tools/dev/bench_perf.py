@@ -1,6 +1,6 @@
 """`python -m tools.dev.bench_perf [--out DIR] [--repeats N]`: what the perf pass (eval.profile=perf) costs per
-attempt on an H200, and what it reports (a script, not a test; its figures go into README's Performance
-section). For the Triton TMA GEMM and plain-pointer GEMM fixtures on the GEMM task, and the forward-attention
+attempt on an H200, and what it reports (a script, not a test; its figures go into docs/performance.md).
+For the Triton TMA GEMM and plain-pointer GEMM fixtures on the GEMM task, and the forward-attention
 reference answer: the perf stage's wall time on the first attempt of a task (the library's kernels profiled
 too) and on later ones (median of N), beside the counts profile's; the limiter named and the tensor-pipe
 shares. Each part runs on its own; JSON goes to DIR/bench_perf.json after every part, a table is printed

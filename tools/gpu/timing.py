@@ -14,7 +14,7 @@ Blocks are short (30 of 3 runs each by default) because an H200 runs these kerne
 changes its clock faster than a long block lasts: in blocks of 15 runs (about 50 ms of attention) the median
 SM clock during the candidate's runs was 45–225 MHz below that during cuDNN's, and the same attention answer
 read 0.730–0.744× over five evaluations; in blocks of 3 both ran at one clock and it read 0.719× five times
-(README, Performance). Single-run blocks did worse (0.720–0.742×).
+(docs/performance.md). Single-run blocks did worse (0.720–0.742×).
 
 The paper's method is kept as a second figure, measured in the same window right after: each of the two
 timed alone, trials of runs, the mean of the trials' medians. On the H200 it read one GEMM answer 0.857×

@@ -1,5 +1,5 @@
 """The pool benchmark's verdicts, on made-up results: per task, whether the local and the Dask benches' speedup
-intervals overlap, and the lines README takes its figures from (the measurement itself needs GPUs)."""
+intervals overlap, and the lines docs/performance.md takes its figures from (the measurement itself needs GPUs)."""
 
 from __future__ import annotations
 
