@@ -44,9 +44,10 @@ def messages(task: Task, arch: Arch, *, trials: int, target_speedup: float, max_
     return [{"role": "system", "content": system_prompt(arch, parse_prompt(prompt))}, {"role": "user", "content": user}]
 
 
-def row(form: Format, task: Task, arch: Arch, prompt: list[dict[str, str]], index: int) -> dict[str, Any]:
+def row(form: Format, task: Task, arch: Arch, prompt: list[dict[str, str]], index: int,
+        max_turns: int = 1) -> dict[str, Any]:  # fmt: skip
     truth = label(task, arch)
-    info = {"task": task.name, "arch": str(arch), "index": index}
+    info = {"task": task.name, "arch": str(arch), "index": index, "max_turns": max_turns}
     if form == "trl":
         return {"prompt": prompt, "task": task.name, "arch": str(arch)}
     if form == "verl":
@@ -66,7 +67,7 @@ def build_rows(form: Format, tasks: list[str], archs: list[str], *, trials: int,
         for arch in map(Arch.resolve, archs):
             sent = messages(task, arch, trials=trials, target_speedup=target_speedup, max_turns=max_turns,
                             prompt=prompt)  # fmt: skip
-            rows.append(row(form, task, arch, sent, len(rows)))
+            rows.append(row(form, task, arch, sent, len(rows), max_turns))
     return rows
 
 

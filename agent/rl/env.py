@@ -27,8 +27,18 @@ class KernelEnv:
 
     @classmethod
     def from_extras(cls, extras: dict[str, Any], scorer: Scorer, **settings: Any) -> KernelEnv:
-        """From a SkyRL dataset row's extras (agent.rl_prompts format=skyrl writes reward_spec.ground_truth)."""
-        task, arch = parse_label(extras["reward_spec"]["ground_truth"])
+        """From a SkyRL dataset row's extras: the problem from reward_spec.ground_truth, the turn count from
+        `max_turns` (where SkyRL's generator puts it), else extra_info.max_turns (where agent.rl_prompts wrote
+        the count its prompt announces), else `settings`: so the prompt and the feedback count the same turns."""
+        try:
+            task, arch = parse_label(extras["reward_spec"]["ground_truth"])
+        except (KeyError, TypeError):
+            raise ValueError("a SkyRL row for ptxbench needs reward_spec.ground_truth (agent.rl_prompts "
+                             "format=skyrl writes it)") from None  # fmt: skip
+        info = extras.get("extra_info") if isinstance(extras.get("extra_info"), dict) else {}
+        turns = extras.get("max_turns", info.get("max_turns"))
+        if turns is not None:
+            settings = settings | {"max_turns": int(turns)}
         return cls(task, arch, scorer, **settings)
 
     def reset(self) -> tuple[list[dict[str, str]], dict[str, Any]]:

@@ -24,9 +24,10 @@ from tasks.catalog import TASKS
 from tools.answer import format_validation_error
 from tools.evaluation import Evaluation
 from tools.options import Profile
+from tools.query import response_after
 from tools.reward import reward
 from tools.serve.runner import BadRequest, Runner
-from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardRequest, Scored
+from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardRequest, ScoredItem
 
 MAX_BODY_BYTES = 64 << 20  # a job of a few hundred answers; one answer is capped at 8 MB by the harness
 JOB_ID = re.compile(r"[0-9a-f]{16}")
@@ -89,10 +90,10 @@ def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
         return await asyncio.wrap_future(runner.evaluate(body, DEFAULT_PROFILE))
 
     @app.post("/v1/reward", dependencies=guarded)
-    async def score(body: RewardRequest) -> Scored:
+    async def score(body: RewardRequest) -> ScoredItem:
         evaluation = await asyncio.wrap_future(runner.evaluate(body, REWARD_PROFILE))
         scored = reward(evaluation, body.reward)
-        return Scored(score=scored.score, reward=scored, evaluation=evaluation)
+        return ScoredItem.of(evaluation, scored)
 
     @app.post("/v1/jobs", dependencies=guarded, status_code=202)
     async def submit(body: JobRequest) -> JobState:
@@ -145,12 +146,15 @@ def _task_entry(task) -> dict[str, Any]:
 
 
 def _openrlhf_item(number: int, query: str, prompt: str, label: str) -> EvaluateRequest:
-    """The response the query holds after its prompt, for the problem its label names."""
-    if not query.startswith(prompt):
-        raise BadRequest(f"query[{number}] does not start with prompts[{number}]: cannot tell the response apart")
+    """The response the query holds after its prompt (which OpenRLHF may have cut from the front), for the
+    problem its label names."""
+    response = response_after(query, prompt)
+    if response is None:
+        raise BadRequest(f"query[{number}] holds no part of the end of prompts[{number}]: cannot tell the response "
+                         "apart")  # fmt: skip
     try:
         named = json.loads(label)
-        return EvaluateRequest(task=named["task"], arch=named["arch"], answer=query[len(prompt) :])
+        return EvaluateRequest(task=named["task"], arch=named["arch"], answer=response)
     except (ValueError, TypeError, KeyError) as e:
         detail = format_validation_error(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
         raise BadRequest(f'labels[{number}] must be JSON {{"task": …, "arch": …}} ({detail})') from None

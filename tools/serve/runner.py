@@ -18,7 +18,7 @@ from tools.gpu.base import Gpu
 from tools.options import Profile
 from tools.pipeline import build, extract, on_gpu
 from tools.reward import RewardConfig, reward
-from tools.serve.schema import EvaluateRequest, JobItem, JobState
+from tools.serve.schema import EvaluateRequest, JobState, ScoredItem
 
 MAX_JOBS = 256  # kept in memory; the oldest finished ones go first when a new one would exceed this
 
@@ -31,7 +31,7 @@ class BadRequest(ValueError):
 class Job:
     id: str
     count: int
-    results: list[JobItem | None]
+    results: list[ScoredItem | None]
     done: int = 0
 
     def state(self) -> JobState:
@@ -128,9 +128,9 @@ class Runner:
     def _item_done(self, job: Job, number: int, future: Future[Evaluation], scoring: RewardConfig | None) -> None:
         try:
             evaluation = future.result()
-            item = JobItem(evaluation=evaluation, reward=reward(evaluation, scoring) if scoring else None)
+            item = ScoredItem.of(evaluation, reward(evaluation, scoring) if scoring else None)
         except Exception as e:  # one item's failure is that item's result
-            item = JobItem(error=f"{type(e).__name__}: {e}")
+            item = ScoredItem(error=f"{type(e).__name__}: {e}")
         with self._lock:
             job.results[number] = item
             job.done += 1

@@ -43,12 +43,18 @@ class RewardRequest(EvaluateRequest):
     reward: RewardConfig = Field(default_factory=RewardConfig, description="The mapping's weights.")
 
 
-class Scored(BaseModel):
-    """An Evaluation and its reward."""
+class ScoredItem(BaseModel):
+    """One answer's result, one shape for POST /v1/reward and every item of a job: its Evaluation, its reward and
+    score when scoring was asked, or why it could not be evaluated at all (`error`, the rest null)."""
 
-    score: float
-    reward: Reward
-    evaluation: Evaluation
+    score: float | None = None
+    reward: Reward | None = None
+    evaluation: Evaluation | None = None
+    error: str | None = None
+
+    @classmethod
+    def of(cls, evaluation: Evaluation, scored: Reward | None) -> ScoredItem:
+        return cls(score=scored.score if scored else None, reward=scored, evaluation=evaluation)
 
 
 class JobRequest(BaseModel):
@@ -57,20 +63,12 @@ class JobRequest(BaseModel):
     reward: RewardConfig | None = Field(None, description="Score each item too, with these weights.")
 
 
-class JobItem(BaseModel):
-    """One item's result: its Evaluation (and reward, when asked), or why it could not be evaluated."""
-
-    evaluation: Evaluation | None = None
-    reward: Reward | None = None
-    error: str | None = None
-
-
 class JobState(BaseModel):
     id: str
     state: Literal["running", "done"]
     count: int
     done: int
-    results: list[JobItem] | None = Field(None, description="In the items' order, once every item is done.")
+    results: list[ScoredItem] | None = Field(None, description="In the items' order, once every item is done.")
 
 
 class OpenRLHFRequest(BaseModel):

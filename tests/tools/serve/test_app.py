@@ -115,6 +115,22 @@ def test_openrlhf_remote_reward_shape(client: TestClient) -> None:
     assert out["extra_logs"]["correct"] == [1.0, 1.0, 0.0, 0.0, 0.0]
     bad = client.post("/v1/openrlhf", json={**body, "labels": ["gemm"] * 5})
     assert bad.status_code == 422 and "labels[0] must be JSON" in bad.json()["error"]
+    trimmed = client.post("/v1/openrlhf", json={**body, "query": [prompt[9:] + a for a in ANSWERS]}).json()
+    assert trimmed["rewards"] == out["rewards"]  # OpenRLHF cut the prompt's front to fit: the label still names it
+    lost = client.post("/v1/openrlhf", json={**body, "query": ["elsewhere"] * 5})
+    assert lost.status_code == 422 and "query[0] holds no part of the end of prompts[0]" in lost.json()["error"]
+
+
+def test_a_reward_and_a_job_item_have_one_shape(client: TestClient) -> None:
+    one = client.post("/v1/reward", json={"task": "gemm", "arch": "sm_90a", "answer": list(ANSWERS)[1]}).json()
+    job = client.post("/v1/jobs", json={"items": [{"task": "gemm", "arch": "sm_90a", "answer": list(ANSWERS)[1]}],
+                                        "reward": {}}).json()  # fmt: skip
+    while job["state"] != "done":
+        time.sleep(0.1)
+        job = client.get(f"/v1/jobs/{job['id']}").json()
+    (item,) = job["results"]
+    assert set(item) == set(one) == {"score", "reward", "evaluation", "error"}
+    assert item["score"] == one["score"] == one["reward"]["score"] and item["error"] is None
 
 
 @pytest.mark.parametrize(

@@ -97,8 +97,10 @@ def test_the_rl_scorer_sends_a_batch_as_one_job(service: Service) -> None:
                         Attempt("gemm", "sm_90a", "no code")])  # fmt: skip
     assert [s.evaluation.status for s in got] == ["unverified", "compile_error", "extract_error"]
     assert [s.score for s in got] == [pytest.approx(0.1), 0.0, 0.0] and got[0].reward.unverified
-    with pytest.raises(RuntimeError, match="the service answered 422: items\\[0\\]: unknown task 'nope'"):
-        scorer.score([Attempt("nope", "sm_90a", "x")])
+    # a misspelled task is that attempt's error: the rest of the batch still scores (the service would refuse
+    # the whole job for it)
+    nope, fine = scorer.score([Attempt("nope", "sm_90a", "x"), Attempt("gemm", "sm_90a", REFERENCE)])
+    assert nope.reward is None and "unknown task 'nope'" in nope.error and fine.score == pytest.approx(0.1)
     scorer.close()
 
 
