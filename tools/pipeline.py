@@ -191,6 +191,12 @@ def on_gpu(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gp
     reason = gpu.unavailable_reason(arch)
     if reason:
         return evaluation(static, task, arch, reason)
+    return gpu_stages(static, task, arch, options, gpu)
+
+
+def gpu_stages(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gpu) -> Evaluation:
+    """The GPU stages of a built module on a `gpu` the caller has found able to run `arch` (the repair loop asks
+    once per run, a round trip to the scheduler on a Dask pool)."""
     outcome = gpu.evaluate(task, arch, static.module, options)
     return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages,
                    device=outcome.device, worker=outcome.worker, **outcome.metrics.evaluation_fields())  # fmt: skip
