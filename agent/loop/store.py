@@ -1,4 +1,4 @@
-"""The run folder (DESIGN.md's contract), the only thing scoring, replay, reports and SFT export read.
+"""The run folder: a contract, the only thing scoring, replay, reports and SFT export read.
 
 runs/<run_id>/
   config.json        the run's settings (never secrets) and format version
