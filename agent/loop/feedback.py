@@ -37,8 +37,6 @@ def feedback_message(
         "turn": turn,
         "max_turns": max_turns,
         "turns_left": f"{left} turn{'s' if left != 1 else ''} left." if left > 0 else "That was the last turn.",
-        "status": evaluation.status.value,
-        "summary": cut(evaluation.message, 1000),
         "stages": stage_line(evaluation),
         "failure": failure_text(evaluation),
         "resources": resources(evaluation),
