@@ -26,7 +26,7 @@ from tools.evaluation import Evaluation
 from tools.options import Profile
 from tools.reward import reward
 from tools.serve.runner import BadRequest, Runner
-from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardRequest, Scored
+from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardReply, RewardRequest
 
 MAX_BODY_BYTES = 64 << 20  # a job of a few hundred answers; one answer is capped at 8 MB by the harness
 JOB_ID = re.compile(r"[0-9a-f]{16}")
@@ -89,10 +89,10 @@ def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
         return await asyncio.wrap_future(runner.evaluate(body, DEFAULT_PROFILE))
 
     @app.post("/v1/reward", dependencies=guarded)
-    async def score(body: RewardRequest) -> Scored:
+    async def score(body: RewardRequest) -> RewardReply:
         evaluation = await asyncio.wrap_future(runner.evaluate(body, REWARD_PROFILE))
         scored = reward(evaluation, body.reward)
-        return Scored(score=scored.score, reward=scored, evaluation=evaluation)
+        return RewardReply(score=scored.score, reward=scored, evaluation=evaluation)
 
     @app.post("/v1/jobs", dependencies=guarded, status_code=202)
     async def submit(body: JobRequest) -> JobState:

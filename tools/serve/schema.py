@@ -43,8 +43,8 @@ class RewardRequest(EvaluateRequest):
     reward: RewardConfig = Field(default_factory=RewardConfig, description="The mapping's weights.")
 
 
-class Scored(BaseModel):
-    """An Evaluation and its reward."""
+class RewardReply(BaseModel):
+    """POST /v1/reward's reply: an Evaluation and its reward."""
 
     score: float
     reward: Reward
