@@ -273,7 +273,7 @@ def summary(p: Prepared) -> str:
     return "\n".join(lines)
 
 
-def outcome(record: TrainRecord, out: Path) -> str:
+def finished(record: TrainRecord, out: Path) -> str:
     """The end of a run, for people: steps, losses, where everything went and how to serve it."""
     r = record.result
     eval_loss = f", eval loss {r.eval_loss:.4f}" if r.eval_loss is not None else ""
