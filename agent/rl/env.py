@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.loop.config import setting_default
 from agent.loop.feedback import feedback_message
 from agent.rl.dataset import messages, parse_label
 from agent.rl.scoring import Attempt, Scorer
@@ -20,8 +21,8 @@ from tools.options import EvalOptions
 
 
 class KernelEnv:
-    def __init__(self, task: str, arch: str, scorer: Scorer, *, max_turns: int = 4, target_speedup: float = 1.0,
-                 prompt: str = "full"):  # fmt: skip
+    def __init__(self, task: str, arch: str, scorer: Scorer, *, max_turns: int = 4,
+                 target_speedup: float = setting_default("target_speedup"), prompt: str = "full"):  # fmt: skip
         self.task, self.arch = get_task(task), Arch.resolve(arch)
         self.scorer = scorer
         self.max_turns, self.target_speedup, self.prompt = max_turns, target_speedup, prompt
