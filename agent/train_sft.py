@@ -35,7 +35,7 @@ def _train(argv: list[str]) -> int:
     prepared = train.prepare(settings, shlex.join(["python", "-m", "agent.train_sft", *argv]))
     print(train.summary(prepared), flush=True)
     record = train.run(prepared)
-    print(train.outcome(record, settings.out))
+    print(train.finished(record, settings.out))
     return 0
 
 

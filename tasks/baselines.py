@@ -3,7 +3,8 @@
 Each `prepare_*` takes the task's inputs and params, does any untimed set-up, and returns a zero-argument
 callable to time; the callable returns the outputs by name so that the baseline itself can be checked
 against the reference. cuDNN takes the tasks' [B, H, S, D] tensors as they are, K/V heads shared by
-several query heads included (seen on the H200, FACTS.md).
+several query heads included (seen on the H200, 2026-12-01: `aten._scaled_dot_product_cudnn_attention` takes
+unexpanded 8-head K/V under 48 query heads and returns LSE as [B, H, S, 1]).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The task catalog, as data: the paper's core tasks, the D=64/96 attention variants and the GQA
 generalisation tasks, under the paper's definition names.
 
-The definitions follow the PTXBench paper's task files (FACTS.md): attention tensors are [B, H, S, D],
-row-major and contiguous; LSE is [B, H, S] fp32, the natural-log log-sum-exp of the scaled scores; the
+The definitions follow the PTXBench paper's task files (its public code, read 2026-12-01): attention tensors
+are [B, H, S, D], row-major and contiguous; LSE is [B, H, S] fp32, the natural-log log-sum-exp of the scaled scores; the
 softmax scale is 1/√D; the backward gets Q, K, V, O, dO and LSE only and computes Delta = rowsum(dO∘O)
 itself, as cuDNN's backward does. References, input derivations and baseline calls are named here and
 live in tasks/references.py and tasks/baselines.py.
@@ -151,7 +151,7 @@ def _attention(d: int, *, backward: bool, causal: bool, gqa: bool, seen_ms: floa
     )
 
 
-# H200 medians seen through cuDNN on [B, H, S, D] (FACTS.md, 2026-12-01); (d, backward, causal, gqa).
+# H200 medians seen through cuDNN on [B, H, S, D] by our harness, 2026-12-01; (d, backward, causal, gqa).
 _SEEN = {
     (128, False, False, False): 2.70, (128, False, True, False): 1.56,
     (128, True, False, False): 7.92, (128, True, True, False): 4.50,

@@ -113,7 +113,7 @@ class Baseline(BaseModel):
     library: str = Field(description="'cuBLAS' or 'cuDNN'.")
     call: str = Field(description="Function name in tasks.baselines that runs it.")
     description: str
-    h200_ms_seen: float | None = Field(None, description="Median seen on our H200 (FACTS.md), for sm_90a prompts.")
+    h200_ms_seen: float | None = Field(None, description="Median seen on our H200, for sm_90a prompts.")
     b200_reported: str | None = Field(
         None, description="What published work reports about the baseline on a B200 (not measured here), for sm_100a "
         "prompts: a figure and its source.",

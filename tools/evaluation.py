@@ -121,3 +121,13 @@ class Evaluation(BaseModel):
     @property
     def correct(self) -> bool:
         return self.status is Status.PASSED
+
+    def solved(self, target_speedup: float) -> bool:
+        """The one rule for a solved attempt (the loop's turn outcome and feedback verdict, the RL environment's
+        end): correct, every required target group executed by the profiler's count (present in the SASS is not
+        enough: a wgmma in the code may never run), and a speedup of at least `target_speedup`."""
+        return self.correct and self.targets_met is True and self.fast_enough(target_speedup)
+
+    def fast_enough(self, target_speedup: float) -> bool:
+        """A speedup was measured (a correct attempt's) and it reaches `target_speedup`."""
+        return self.speedup is not None and self.speedup >= target_speedup

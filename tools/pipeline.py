@@ -2,9 +2,10 @@
 check → time → profile → perf, and the sanitizer's diagnoses).
 
 The static steps run where the caller runs and leave a `Static` record, plain data that the repair loop
-keeps in its checkpointed state between its nodes: `extract` (the answer → a Solution and its concrete
-LaunchPlan) and `build` (compile, sass, abi → the CompiledModule). `on_gpu` then runs the GPU stages of
-that module on a `Gpu` (tools/gpu/base.py). Each step stops at the first failing stage; without a GPU of
+keeps between its nodes (its module in the run folder, the rest in its checkpointed state): `extract` (the
+answer → a Solution and its concrete LaunchPlan) and `build` (compile, sass, abi → the CompiledModule).
+`on_gpu` then runs the GPU stages of that module on a `Gpu` (tools/gpu/base.py), or `gpu_stages` where the
+caller has already asked whether that GPU can run the arch. Each step stops at the first failing stage; without a GPU of
 the solution's arch the GPU stages are `skipped` with the reason and the attempt is `unverified`, never
 `passed`. The stage functions are also what `python -m tools.compile` reports.
 """
@@ -191,6 +192,12 @@ def on_gpu(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gp
     reason = gpu.unavailable_reason(arch)
     if reason:
         return evaluation(static, task, arch, reason)
+    return gpu_stages(static, task, arch, options, gpu)
+
+
+def gpu_stages(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu: Gpu) -> Evaluation:
+    """The GPU stages of a built module on a `gpu` the caller has found able to run `arch` (the repair loop asks
+    once per run, a round trip to the scheduler on a Dask pool)."""
     outcome = gpu.evaluate(task, arch, static.module, options)
     return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages,
                    device=outcome.device, worker=outcome.worker, **outcome.metrics.evaluation_fields())  # fmt: skip

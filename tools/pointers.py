@@ -1,6 +1,6 @@
 """Which `.entry` parameter a memory access's address is computed from, read from the PTX text: the address
 register of the access is followed back through the definitions of its function (all of them: a flow-
-insensitive reading, as tools/crosscheck.py's) to the `ld.param` loads it starts from. It answers "the store
+insensitive reading, as tools/ptx_values.py's) to the `ld.param` loads it starts from. It answers "the store
 ran past the end of C" where the address alone, far from every buffer, cannot say which one the kernel meant.
 
 A PTX answer names the access by its line; a CUDA answer by its CUDA line, which NVRTC's `.loc` directives

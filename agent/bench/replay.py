@@ -27,7 +27,8 @@ from tools.options import EvalOptions, Profile
 from tools.pipeline import evaluate_solution
 
 # Unpaired, one GEMM answer read 0.857× and 0.895× minutes apart and cuBLAS's trial medians spread 9.3% within
-# one evaluation (FACTS.md); two such records together allow the 10% this flag allowed before pairing.
+# one evaluation (seen on the H200, 2026-12-01); two such records together allow the 10% this flag allowed before
+# pairing.
 UNPAIRED_SPREAD = 0.05
 
 

@@ -52,7 +52,7 @@ DEFAULTS = {"samples": 1, "max_turns": setting_default("max_turns"), "concurrenc
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunEnd:
     """How one run of this invocation ended: agent.solve's exit status and the summary's outcome."""
 
     run_id: str
@@ -191,14 +191,14 @@ def run_bench(ready: Configured) -> int:
 
 
 def run_all(
-    todo: list[PlannedRun], work: Callable[[PlannedRun], Outcome], concurrency: int, progress: Progress
-) -> list[Outcome]:
+    todo: list[PlannedRun], work: Callable[[PlannedRun], RunEnd], concurrency: int, progress: Progress
+) -> list[RunEnd]:
     """`work` on every run, `concurrency` at a time, in daemon threads: an interrupted bench exits without
     waiting for model calls in flight (their runs resume from their checkpoints)."""
     pending: queue.SimpleQueue[PlannedRun] = queue.SimpleQueue()
     for run in todo:
         pending.put(run)
-    events: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()  # None: a run started
+    events: queue.SimpleQueue[RunEnd | None] = queue.SimpleQueue()  # None: a run started
     stop = threading.Event()
 
     def worker() -> None:
@@ -211,11 +211,11 @@ def run_all(
             try:
                 events.put(work(run))
             except Exception as e:  # a bug around the run, not in it (agent.solve catches those)
-                events.put(Outcome(run.run_id, 1, "error", f"{type(e).__name__}: {e}"))
+                events.put(RunEnd(run.run_id, 1, "error", f"{type(e).__name__}: {e}"))
 
     for _ in range(min(concurrency, len(todo))):
         threading.Thread(target=worker, daemon=True).start()
-    outcomes: list[Outcome] = []
+    outcomes: list[RunEnd] = []
     try:
         while len(outcomes) < len(todo):
             try:
@@ -234,7 +234,7 @@ def run_all(
     return outcomes
 
 
-def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> Outcome:
+def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> RunEnd:
     """One run through agent.solve: started, or resumed from its checkpoint, sharing the pool's GPUs."""
     path, settings = ready.folder / run.run_id, ready.settings_of(run)
     try:
@@ -245,11 +245,11 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> Outcome:
             _discard_unstarted(path)
             prepared = prepare(settings, quiet=True)
     except ConfigError as e:  # RunFolderError is one
-        return Outcome(run.run_id, 2, "error", str(e))
+        return RunEnd(run.run_id, 2, "error", str(e))
     code = execute(prepared, gpu=pool)
     summary = prepared.folder.summary()
     outcome = summary.outcome.value if code == 0 and summary else "error"
-    return Outcome(run.run_id, code, outcome, summary.stop_detail if summary else None)
+    return RunEnd(run.run_id, code, outcome, summary.stop_detail if summary else None)
 
 
 def _discard_unstarted(path: Path) -> None:

@@ -1,5 +1,6 @@
-"""Benchmark metrics from trajectories alone (DESIGN.md, "Metrics"): pure functions, so the bench's closing
-table, the report and tests compute the same numbers.
+"""Benchmark metrics from trajectories alone, as the paper defines them (correct, correct with the target
+instructions executed, best speedup and fast_p at turn limits 1, 4 and 8) plus pass@k: pure functions, so the
+bench's closing table, the report and tests compute the same numbers.
 
 A trajectory is correct at turn limit t when one of its turns ≤ t passed the check; `unverified` attempts
 (GPU stages skipped) never count as correct. Speedup is baseline time / kernel time, known only for

@@ -37,8 +37,6 @@ def feedback_message(
         "turn": turn,
         "max_turns": max_turns,
         "turns_left": f"{left} turn{'s' if left != 1 else ''} left." if left > 0 else "That was the last turn.",
-        "status": evaluation.status.value,
-        "summary": cut(evaluation.message, 1000),
         "stages": stage_line(evaluation),
         "failure": failure_text(evaluation),
         "resources": resources(evaluation),
@@ -178,15 +176,15 @@ def instruction_counts(evaluation: Evaluation, task: Task, arch: Arch) -> str:
 
 
 def verdict(evaluation: Evaluation, task: Task, arch: Arch, target_speedup: float) -> str:
-    """For a correct attempt: solved, or what is still missing."""
+    """For a correct attempt: solved (Evaluation.solved), or what is still missing."""
+    if evaluation.solved(target_speedup):
+        return "Solved: correct, targets executed, and fast enough."
     missing = []
     if evaluation.targets_met is not True:
         counts = evaluation.target_counts or {}
         absent = [g.name for g in task.targets[arch] if g.required and not counts.get(g.name)]
         missing.append(f"the required target instructions did not all execute ({', '.join(absent) or 'not counted'})")
-    if evaluation.speedup is None or evaluation.speedup < target_speedup:
+    if not evaluation.fast_enough(target_speedup):
         got = f"{evaluation.speedup:.3f}×" if evaluation.speedup is not None else "not measured"
         missing.append(f"the speedup ({got}) is below the target {target_speedup:g}×")
-    if not missing:
-        return "Solved: correct, targets executed, and fast enough."
     return "Not solved yet: " + "; and ".join(missing) + "."

@@ -80,6 +80,7 @@ def generate(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "started_at": started_at,
         "model_seconds": seconds,
         "static": None,
+        "module": None,
         "evaluation": None,
         "eval_seconds": 0.0,
         "gpu_pending": False,
@@ -149,21 +150,27 @@ def extract(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
 
 
 def compile_(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
-    """The static stages on the extracted solution: compile (ptxas / NVRTC), sass (nvdisasm), abi."""
+    """The static stages on the extracted solution: compile (ptxas / NVRTC), sass (nvdisasm), abi. The built module
+    goes to the run folder for the GPU step; the turn's evaluation is written here only when no GPU step follows
+    (a failed stage, or a run whose GPU cannot run the arch)."""
     ctx = runtime.context
     start = time.perf_counter()
     static = pipeline.build(Static.model_validate(state["static"]), ctx.task, ctx.arch, ctx.options)
     seconds = time.perf_counter() - start
-    missing = ctx.gpu.unavailable_reason(ctx.arch)
-    evaluation = pipeline.evaluation(static, ctx.task, ctx.arch, missing or pipeline.PENDING)
-    pending = static.module is not None and missing is None
-    _report(ctx, state["turn"], "compile", evaluation, seconds, static=True)
-    return {
-        "static": static.model_dump(mode="json"),
-        "evaluation": evaluation.model_dump(mode="json"),
+    pending = static.module is not None and ctx.gpu_unavailable is None
+    update: dict[str, Any] = {
+        "static": static.model_dump(mode="json", exclude={"module"}),
         "eval_seconds": seconds,
         "gpu_pending": pending,
     }
+    if pending:
+        update["module"] = ctx.folder.keep_module(state["turn"], static.module)
+        _report_built(ctx, state["turn"], static, seconds)
+    else:
+        evaluation = pipeline.evaluation(static, ctx.task, ctx.arch, ctx.gpu_unavailable or "")
+        update["evaluation"] = evaluation.model_dump(mode="json")
+        _report(ctx, state["turn"], "compile", evaluation, seconds, static=True)
+    return update
 
 
 def gpu(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
@@ -172,7 +179,12 @@ def gpu(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     say(ctx, state["turn"], "gpu", "running on the GPU …")
     start = time.perf_counter()
     static = Static.model_validate(state["static"])
-    evaluation = pipeline.on_gpu(static, ctx.task, ctx.arch, ctx.options, ctx.gpu)
+    if state.get("module"):  # else a checkpoint from before KeptModule: the module is inside `static`
+        static = static.model_copy(update={"module": ctx.folder.module(state["module"])})
+    if ctx.gpu_unavailable:  # a run resumed at this step on a GPU that cannot run the arch
+        evaluation = pipeline.evaluation(static, ctx.task, ctx.arch, ctx.gpu_unavailable)
+    else:
+        evaluation = pipeline.gpu_stages(static, ctx.task, ctx.arch, ctx.options, ctx.gpu)
     seconds = time.perf_counter() - start
     _report(ctx, state["turn"], "gpu", evaluation, seconds, static=False)
     return {
@@ -265,6 +277,19 @@ def say(ctx: RunContext, turn: int, step: str, text: str) -> None:
     ctx.journal.say(f"turn {turn}/{ctx.settings.max_turns}  {step:<9} {text}")
 
 
+def _report_built(ctx: RunContext, turn: int, static: Static, seconds: float) -> None:
+    """A module that passed the static stages, with the GPU stages next."""
+    stages = [s.name.value for s in static.stages if s.state is not StageState.SKIPPED]
+    ctx.journal.event("compile.done", turn=turn, status="built", stages=stages, seconds=round(seconds, 3))
+    say(ctx, turn, "compile", f"compiled ({_registers(static.stages)}) in {seconds:.1f} s; GPU stages next")
+
+
+def _registers(stages: list[StageResult]) -> str:
+    compiled = next((s for s in stages if s.name is Stage.COMPILE), None)
+    kernels = compiled.detail.get("kernels", []) if compiled else []
+    return ", ".join(f"{k['name']} {k['registers']} regs" for k in kernels[:3]) or "no kernels reported"
+
+
 def _report(ctx: RunContext, turn: int, step: str, evaluation: Evaluation, seconds: float, *, static: bool) -> None:
     stages = [s.name.value for s in evaluation.stages if s.state is not StageState.SKIPPED]
     ctx.journal.event(
@@ -278,13 +303,9 @@ def _report(ctx: RunContext, turn: int, step: str, evaluation: Evaluation, secon
     failed = next((s for s in evaluation.stages if s.state is StageState.FAILED), None)
     if failed is not None:
         text = f"{evaluation.status.value} at {failed.name.value}: {_first_line(failed.message)}"
-    elif static:
-        compiled = evaluation.stage(Stage.COMPILE)
-        kernels = compiled.detail.get("kernels", []) if compiled else []
-        regs = ", ".join(f"{k['name']} {k['registers']} regs" for k in kernels[:3])
-        text = f"compiled ({regs or 'no kernels reported'}) in {seconds:.1f} s"
-        missing = ctx.gpu.unavailable_reason(ctx.arch)
-        text += f"; GPU stages skipped: {_first_line(missing)}" if missing else "; GPU stages next"
+    elif static:  # built, and the run's GPU cannot run it
+        text = f"compiled ({_registers(evaluation.stages)}) in {seconds:.1f} s; GPU stages skipped: "
+        text += _first_line(ctx.gpu_unavailable or "")
     else:
         text = f"{evaluation.status.value}"
         if evaluation.speedup is not None:

@@ -81,7 +81,7 @@ def knowledge(arch: Arch, parts: tuple[str, ...]) -> str:
     """The chosen parts of the knowledge pack, each its arch-neutral document (prompts/knowledge/PART.md) then its
     arch's own (prompts/knowledge/ARCH/PART.md), whichever exist."""
     tools = toolchain()
-    values = {"arch": arch, "arch_name": ARCH_NAMES[arch], "gpu": arch.gpu, "sm_count": arch.sm_count,
+    values = {"arch": arch, "gpu": arch.gpu, "sm_count": arch.sm_count,
               "ptxas_version": tools.ptxas_version, "max_ptx_version": tools.max_ptx_version}  # fmt: skip
     texts = []
     for part in parts:

@@ -196,7 +196,8 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
     conn = sqlite3.connect(folder.checkpoints_path, check_same_thread=False)
     code, reason, detail, noop = 0, None, None, False
     try:
-        _header(ctx, run.resumed, run.seed)  # it asks the GPU pool, which may be out of reach
+        ctx.gpu_unavailable = gpu.unavailable_reason(settings.arch)  # once per run; the pool may be out of reach
+        _header(ctx, run.resumed, run.seed)
         graph = build_graph(SqliteSaver(conn))
         thread: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}  # LangGraph's run config
         go, start = _starting_input(graph, thread, ctx, run.seed.history() if run.seed else [])
@@ -285,7 +286,7 @@ def _header(ctx: RunContext, resumed: bool, seed: Seed | None) -> None:
     say(f"  llm: {ctx.policy.describe()}")
     if seed is not None:
         say(f"  seeded with turn {seed.turn.index} of {seed.folder.path} ({seed.turn.evaluation.status.value})")
-    missing = ctx.gpu.unavailable_reason(ctx.arch)
+    missing = ctx.gpu_unavailable
     say(f"  GPU stages: {'skipped (' + missing + '); attempts can at best be unverified' if missing else 'on'}")
     ctx.journal.event("run.start", resumed=resumed, policy=ctx.policy.describe(), gpu_unavailable=missing)
 

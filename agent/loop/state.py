@@ -27,19 +27,28 @@ class TurnResult(TypedDict):
     seconds: float
 
 
+class KeptModule(TypedDict):
+    """A compiled module in the run folder (RunFolder.keep_module): bulk data stays out of the checkpoints."""
+
+    path: str  # relative to the run folder
+    sha256: str  # of the file, checked when the GPU step reads it
+
+
 class LoopState(TypedDict, total=False):
     """Values are plain JSON (dicts, not pydantic objects) so checkpoints stay readable and portable. Each
-    node reads what the previous one left here and nothing else: no node re-parses the answer."""
+    node reads what the previous one left here and nothing else: no node re-parses the answer. A checkpoint of
+    the runs before KeptModule holds the module inside `static` instead; the GPU step still reads it there."""
 
     turn: int  # the turn in flight, 1-based (0 before the first)
     messages: list[dict[str, str]]  # sent to the model this turn
     reply: dict[str, Any]  # the policy's Reply, with tokens counted
     started_at: str
     model_seconds: float
-    static: dict[str, Any] | None  # tools.pipeline.Static: the solution, its plan and, once built, its module
-    evaluation: dict[str, Any] | None  # the Evaluation so far
+    static: dict[str, Any] | None  # tools.pipeline.Static without its module: the solution, its plan, its stages
+    module: KeptModule | None  # the built module, for the GPU step
+    evaluation: dict[str, Any] | None  # the turn's Evaluation, once known (none while the GPU step is pending)
     eval_seconds: float
-    gpu_pending: bool  # the static stages passed and a GPU can run the rest
+    gpu_pending: bool  # the static stages passed and the run's GPU can run the rest
     history: Annotated[list[Exchange], operator.add]
     results: Annotated[list[TurnResult], operator.add]
     stop_reason: str | None
@@ -57,3 +66,4 @@ class RunContext:
     journal: Journal
     system_prompt: str
     task_prompt: str
+    gpu_unavailable: str | None = None  # why the GPU stages cannot run (None: they can), asked once per run

@@ -1,4 +1,4 @@
-"""The run folder (DESIGN.md's contract), the only thing scoring, replay, reports and SFT export read.
+"""The run folder: a contract, the only thing scoring, replay, reports and SFT export read.
 
 runs/<run_id>/
   config.json        the run's settings (never secrets) and format version
@@ -8,7 +8,9 @@ runs/<run_id>/
   checkpoints.sqlite the repair loop's LangGraph checkpoints (thread id = run id), for resume=RUN_ID
   attempts/          turn_NN.response.md (the answer) and turn_NN.feedback.md (what the loop told the model
                      about it); turn_NN.ptx or .cu and turn_NN.launch.json when a solution was extracted;
-                     turn_NN.response.full.gz (and .reasoning.full.gz): an oversized reply, whole (reply.py)
+                     turn_NN.response.full.gz (and .reasoning.full.gz): an oversized reply, whole (reply.py);
+                     turn_NN.module.json: the compiled module (cubin, PTX, plan) the GPU step runs, written by
+                     the compile step, its sha256 kept in the checkpoint and checked when read
   trajectory.torn    torn last lines cut from trajectory.jsonl on resume (a run killed mid-write), kept
 
 A file that does not parse is a RunFolderError naming the file (and line); a process that runs or resumes a
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -32,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 from agent.cli import ConfigError
 from agent.loop.records import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
 from tools.answer import format_validation_error
+from tools.gpu.base import CompiledModule
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -119,6 +123,25 @@ class RunFolder:
 
     def write_summary(self, summary: RunSummary) -> None:
         _write_atomic(self.path / "summary.json", summary.model_dump_json(indent=2))
+
+    def keep_module(self, turn: int, module: CompiledModule) -> dict[str, str]:
+        """Write a turn's compiled module; returns where it is and its sha256, for the loop's state to hold."""
+        relative = f"attempts/turn_{turn:02d}.module.json"
+        data = module.model_dump_json().encode()
+        _write_atomic(self.path / relative, data.decode())
+        return {"path": relative, "sha256": hashlib.sha256(data).hexdigest()}
+
+    def module(self, kept: dict[str, str]) -> CompiledModule:
+        """A module keep_module wrote, refused (naming the file) if it is missing or changed since."""
+        path = self.path / kept["path"]
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise RunFolderError(f"{path}: cannot read the compiled module ({e.strerror})") from None
+        if hashlib.sha256(data).hexdigest() != kept["sha256"]:
+            raise RunFolderError(f"{path} changed since the compile step wrote it (its sha256 differs): compile the "
+                                 "attempt again by starting a new run")  # fmt: skip
+        return CompiledModule.model_validate_json(data)
 
     def append_turn(self, turn: Turn) -> None:
         """Write the turn's attempt files, then its line; the line is flushed to disk before returning."""

@@ -9,9 +9,10 @@ from tools.evaluation import Status
 
 def turn_outcome(turn: Turn, target_speedup: float) -> Outcome:
     ev = turn.evaluation
-    if ev.status is Status.PASSED:
-        fast = ev.speedup is not None and ev.speedup >= target_speedup
-        return Outcome.SOLVED if ev.targets_met and fast else Outcome.CORRECT
+    if ev.solved(target_speedup):
+        return Outcome.SOLVED
+    if ev.correct:
+        return Outcome.CORRECT
     return Outcome.UNVERIFIED if ev.status is Status.UNVERIFIED else Outcome.FAILED
 
 

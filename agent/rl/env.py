@@ -2,13 +2,16 @@
 SkyRL's text environment (`init(prompt) -> (prompt, metadata)`, `step(action) -> {observations, reward, done,
 metadata}`) with a gym-style `reset()` beside it; docs/rl.md shows the three lines that subclass SkyRL's
 BaseTextEnv with it. The observation after an attempt is our feedback, exactly as the loop's model reads it;
-the reward is tools/reward.py's score of that attempt; the episode ends when the attempt meets the target
-(correct, targets executed, speedup at least `target_speedup`) or after `max_turns` attempts."""
+the reward is tools/reward.py's score of that attempt; the episode ends when the attempt is solved as the loop
+counts it (Evaluation.solved: correct, targets executed, speedup at least `target_speedup`) or after `max_turns`
+attempts. The reward may credit targets merely present in the SASS when the profile did not run; ending the
+episode does not."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from agent.loop.config import setting_default
 from agent.loop.feedback import feedback_message
 from agent.rl.dataset import messages, parse_label
 from agent.rl.scoring import Attempt, Scorer
@@ -18,8 +21,8 @@ from tools.options import EvalOptions
 
 
 class KernelEnv:
-    def __init__(self, task: str, arch: str, scorer: Scorer, *, max_turns: int = 4, target_speedup: float = 1.0,
-                 prompt: str = "full"):  # fmt: skip
+    def __init__(self, task: str, arch: str, scorer: Scorer, *, max_turns: int = 4,
+                 target_speedup: float = setting_default("target_speedup"), prompt: str = "full"):  # fmt: skip
         self.task, self.arch = get_task(task), Arch.resolve(arch)
         self.scorer = scorer
         self.max_turns, self.target_speedup, self.prompt = max_turns, target_speedup, prompt
@@ -60,8 +63,7 @@ class KernelEnv:
         evaluation, reward = scored.evaluation, scored.reward
         if evaluation is None or reward is None:
             return {"observations": [], "reward": 0.0, "done": True, "metadata": {"error": scored.error}}
-        met = reward.correct and reward.targets and (reward.speedup or 0.0) >= self.target_speedup
-        done = met or self.turn >= self.max_turns
+        done = evaluation.solved(self.target_speedup) or self.turn >= self.max_turns
         feedback = feedback_message(evaluation, self.task, self.arch, turn=self.turn, max_turns=self.max_turns,
                                     target_speedup=self.target_speedup)  # fmt: skip
         return {

@@ -14,7 +14,6 @@ OUT/
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import time
@@ -37,8 +36,19 @@ from agent.sft import data
 from agent.sft.card import token_stats
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import TrainSettings
+from agent.sft.train_record import (
+    Coverage,
+    DataFileRecord,
+    Dropped,
+    EvaluatedOn,
+    ExampleTokens,
+    Outputs,
+    Resolved,
+    TokenCounts,
+    TrainRecord,
+    TrainResult,
+)
 
-FORMAT_VERSION = 1
 QWEN3 = "Qwen3 (TRL's copy; the model has none)"
 QWEN3_TOKENS = ("<|im_start|>", "<|im_end|>")
 PACKAGES = ("ptxbench", "torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers")
@@ -177,72 +187,66 @@ def prepare(settings: TrainSettings, command: str) -> Prepared:
     )
 
 
-def run(prepared: Prepared) -> dict[str, Any]:
+def run(prepared: Prepared) -> TrainRecord:
     """Trains, saves the adapter (and merged weights), and returns the record it wrote to OUT/train.json."""
     s, trainer = prepared.settings, prepared.trainer
     s.out.mkdir(parents=True, exist_ok=True)
     record = describe(prepared)
-    _write(s.out, record)  # a run that dies still says what it was
+    record.write(s.out)  # a run that dies still says what it was
     start = time.monotonic()
     result = trainer.train()
     trainer.save_model(str(s.out / "adapter"))
-    outcome: dict[str, Any] = {
-        "steps": trainer.state.global_step,
-        "train_loss": result.training_loss,
-        "seconds": round(time.monotonic() - start, 1),
-        "log_history": trainer.state.log_history,
-    }
-    if prepared.evaluate:
-        outcome["eval_loss"] = trainer.evaluate()["eval_loss"]
+    seconds = round(time.monotonic() - start, 1)
+    eval_loss = trainer.evaluate()["eval_loss"] if prepared.evaluate else None
     if s.merge:
         merged = trainer.model.merge_and_unload()
         merged.config.use_cache = True  # training turned the KV cache off; serving wants it
         merged.save_pretrained(s.out / "merged")
         prepared.tokenizer.save_pretrained(s.out / "merged")
-    record |= {
+    record = record.model_copy(update={
         "status": "done",
         "finished_at": _now(),
-        "result": outcome,
-        "outputs": {"adapter": "adapter", "merged": "merged" if s.merge else None},
-    }
-    _write(s.out, record)
+        "result": TrainResult(steps=trainer.state.global_step, train_loss=result.training_loss, seconds=seconds,
+                              log_history=trainer.state.log_history, eval_loss=eval_loss),
+        "outputs": Outputs(adapter="adapter", merged="merged" if s.merge else None),
+    })  # fmt: skip
+    record.write(s.out)
     return record
 
 
-def describe(prepared: Prepared) -> dict[str, Any]:
+def describe(prepared: Prepared) -> TrainRecord:
     """The train.json record of a prepared run, before any step: what it trains on and how."""
     s, model = prepared.settings, prepared.trainer.model
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return {
-        "format_version": FORMAT_VERSION,
-        "status": "training",
-        "command": prepared.command,
-        "started_at": _now(),
-        "settings": s.model_dump(mode="json"),
-        "resolved": {
-            "precision": prepared.precision,
-            "chat_template": prepared.chat_template,
-            "device": _device(),
-            "trainable_parameters": trainable,
-            "parameters": sum(p.numel() for p in model.parameters()),
-        },
-        "versions": versions(),
-        "data": [_file(f) for f in prepared.files],
-        "eval_data": [_file(f) for f in prepared.eval_files],
-        "max_length": s.max_length,
-        "tokens": {
-            "per_example": token_stats([m.tokens for m in prepared.train]),
-            "trained_per_example": token_stats([m.trained_tokens for m in prepared.train]),
-        },
-        "dropped_too_long": _dropped(prepared.dropped),
-        "trained_on": {"examples": len(prepared.train), **data.counts([m.record.example for m in prepared.train])},
-        "examples": _examples(prepared.train),
-        "evaluated_on": {
-            "examples": len(prepared.evaluate),
-            "dropped_too_long": _dropped(prepared.eval_dropped),
+    return TrainRecord(
+        status="training",
+        command=prepared.command,
+        started_at=_now(),
+        settings=s.model_dump(mode="json"),
+        resolved=Resolved(
+            precision=prepared.precision,
+            chat_template=prepared.chat_template,
+            device=_device(),
+            trainable_parameters=trainable,
+            parameters=sum(p.numel() for p in model.parameters()),
+        ),
+        versions=versions(),
+        data=[_file(f) for f in prepared.files],
+        eval_data=[_file(f) for f in prepared.eval_files],
+        max_length=s.max_length,
+        tokens=TokenCounts(
+            per_example=token_stats([m.tokens for m in prepared.train]),
+            trained_per_example=token_stats([m.trained_tokens for m in prepared.train]),
+        ),
+        dropped_too_long=_dropped(prepared.dropped),
+        trained_on=Coverage(examples=len(prepared.train), **data.counts([m.record.example for m in prepared.train])),
+        examples=_examples(prepared.train),
+        evaluated_on=EvaluatedOn(
+            examples=len(prepared.evaluate),
+            dropped_too_long=_dropped(prepared.eval_dropped),
             **data.counts([m.record.example for m in prepared.evaluate]),
-        },
-    }
+        ),
+    )
 
 
 def summary(p: Prepared) -> str:
@@ -269,12 +273,13 @@ def summary(p: Prepared) -> str:
     return "\n".join(lines)
 
 
-def outcome(record: dict[str, Any], out: Path) -> str:
+def finished(record: TrainRecord, out: Path) -> str:
     """The end of a run, for people: steps, losses, where everything went and how to serve it."""
-    r = record["result"]
-    losses = f"train loss {r['train_loss']:.4f}" + (f", eval loss {r['eval_loss']:.4f}" if "eval_loss" in r else "")
-    lines = [f"trained {r['steps']} steps in {r['seconds']:g} s: {losses}", f"adapter: {out / 'adapter'}"]
-    if record["outputs"]["merged"]:
+    r = record.result
+    eval_loss = f", eval loss {r.eval_loss:.4f}" if r.eval_loss is not None else ""
+    lines = [f"trained {r.steps} steps in {r.seconds:g} s: train loss {r.train_loss:.4f}{eval_loss}",
+             f"adapter: {out / 'adapter'}"]  # fmt: skip
+    if record.outputs.merged:
         lines += [f"merged: {out / 'merged'}", f"serve: vllm serve {out / 'merged'} --reasoning-parser qwen3"]
     lines.append(f"record: {out / 'train.json'}")
     return "\n".join(lines)
@@ -365,14 +370,9 @@ def _load(loader: Any, model: str, **kwargs: Any) -> Any:
         raise ConfigError(f"model={model}: cannot load it ({first})") from None
 
 
-def _file(f: DataFile) -> dict[str, Any]:
-    return {
-        "path": str(f.path),
-        "examples": len(f.records),
-        "formats": sorted(f.formats),
-        "card_path": str(f.card_path) if f.card_path else None,
-        "card": f.card,
-    }
+def _file(f: DataFile) -> DataFileRecord:
+    return DataFileRecord(path=str(f.path), examples=len(f.records), formats=sorted(f.formats),
+                          card_path=str(f.card_path) if f.card_path else None, card=f.card)  # fmt: skip
 
 
 def _file_line(f: DataFile) -> str:
@@ -380,15 +380,13 @@ def _file_line(f: DataFile) -> str:
     return f"{f.path} ({', '.join(sorted(f.formats))}, {len(f.records)} examples, {card})"
 
 
-def _dropped(measured: list[Measured]) -> dict[str, Any]:
-    return {"count": len(measured), "examples": _examples(measured)}
+def _dropped(measured: list[Measured]) -> Dropped:
+    return Dropped(count=len(measured), examples=_examples(measured))
 
 
-def _examples(measured: list[Measured]) -> list[dict[str, Any]]:
-    return [
-        {"id": m.record.example.id, "where": m.record.where, "tokens": m.tokens, "trained_tokens": m.trained_tokens}
-        for m in measured
-    ]
+def _examples(measured: list[Measured]) -> list[ExampleTokens]:
+    return [ExampleTokens(id=m.record.example.id, where=m.record.where, tokens=m.tokens,
+                          trained_tokens=m.trained_tokens) for m in measured]  # fmt: skip
 
 
 def _device() -> str:
@@ -399,9 +397,3 @@ def _device() -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _write(out: Path, record: dict[str, Any]) -> None:
-    tmp = out / "train.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    os.replace(tmp, out / "train.json")

@@ -44,8 +44,10 @@ class RecordedGpu:
         self.recorded = recorded_evaluations()
         self.available = available
         self.calls: list[str] = []  # the PTX of each module evaluated
+        self.asked = 0  # how often a caller asked whether it can run an arch
 
     def unavailable_reason(self, arch: Arch) -> str | None:
+        self.asked += 1
         return None if self.available else "no GPU in this test"
 
     def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:

@@ -32,7 +32,7 @@ class Column:
 
 
 @dataclass(frozen=True)
-class Scored:
+class PromptScore:
     """A score (SuiteScore or BudgetPoint) with the prompt variant its runs share (None: no variants)."""
 
     prompt: str | None
@@ -65,9 +65,9 @@ class BenchPage:
     columns: list[Column]
     cells: dict[tuple[str, Column], list[RunCard]]
     filters: dict[str, list[str]]  # filter → its values, in FILTERS' order
-    headline: list[Scored]
-    per_task: list[Scored]
-    budget: list[Scored]
+    headline: list[PromptScore]
+    per_task: list[PromptScore]
+    budget: list[PromptScore]
     plots: dict[str, str]  # plot name → inline SVG
     plots_note: str | None  # why there are none
     attempts: int
@@ -94,8 +94,8 @@ def bench_page(title: str, source: str, runs: list[LoadedRun], cards: list[RunCa
     for prompt, members in variants:
         for s in score.suite_scores(members):
             if not (one_arch and s.group.arch == score.ALL):
-                (headline if s.group.task == score.ALL else per_task).append(Scored(prompt, s))
-        budget += [Scored(prompt, p) for p in score.single_vs_multi(members)
+                (headline if s.group.task == score.ALL else per_task).append(PromptScore(prompt, s))
+        budget += [PromptScore(prompt, p) for p in score.single_vs_multi(members)
                    if not (one_arch and p.group.arch == score.ALL)]  # fmt: skip
     drawn, note = plots.svgs(trajs) if trajs else ({}, None)
     return BenchPage(
@@ -119,9 +119,9 @@ def bench_page(title: str, source: str, runs: list[LoadedRun], cards: list[RunCa
     )
 
 
-def _last_limits(scores: list[Scored]) -> list[Scored]:
+def _last_limits(scores: list[PromptScore]) -> list[PromptScore]:
     """Each group's score at its largest turn limit (suite_scores lists the limits in increasing order)."""
-    last: dict[tuple[str | None, score.Group], Scored] = {}
+    last: dict[tuple[str | None, score.Group], PromptScore] = {}
     for s in scores:
         last[(s.prompt, s.value.group)] = s
     return list(last.values())

@@ -204,7 +204,7 @@ def test_replay_redrives_recorded_answers(tmp_path: Path, runs_dir: Path) -> Non
 
 
 def test_graph_drawing_is_current() -> None:
-    """agent/GRAPH.md carries the Mermaid drawing of the graph as it is wired today."""
+    """agent/loop/GRAPH.md carries the Mermaid drawing of the graph as it is wired today."""
     assert mermaid().strip() in (Path(__file__).resolve().parents[3] / "agent" / "loop" / "GRAPH.md").read_text()
 
 

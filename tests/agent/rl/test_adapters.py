@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from agent.rl.scoring import Attempt, LocalScorer
 from tasks.catalog import get_task
 from tasks.schema import Arch
 from tests.agent.rl.verdicts import ANSWERS as VERDICTS
-from tests.agent.rl.verdicts import FAST, VerdictGpu
+from tests.agent.rl.verdicts import FAST, ProfileOffGpu, VerdictGpu
 from tools.evaluation import Status
 
 TASK = get_task("gemm")
@@ -123,3 +124,15 @@ def test_the_environment_stops_after_max_turns_and_starts_from_skyrls_extras(sco
     assert env.init(prompt) == (prompt, {"task": TASK.name, "arch": "sm_90a"})
     assert not env.step(ANSWERS[2])["done"]
     assert env.step(ANSWERS[2])["done"]  # the second of two turns
+
+
+def test_the_environment_does_not_end_on_targets_only_present_in_the_sass() -> None:
+    """The loop's rule (Evaluation.solved): targets must be executed. hopper_gemm's SASS holds wgmma and TMA, so
+    the reward credits them from the SASS when the profile did not run; the episode still goes on."""
+    text = (Path(__file__).parents[2] / "fixtures" / "answers" / "hopper_gemm.md").read_text()
+    env = KernelEnv("gemm", "sm_90a", LocalScorer(ProfileOffGpu()), max_turns=4, target_speedup=1.0)
+    env.reset()
+    step = env.step(text)
+    reward = step["metadata"]["reward"]
+    assert reward["correct"] and reward["targets"] and reward["targets_source"] == "sass"
+    assert reward["speedup"] >= 1.0 and not step["done"] and len(step["observations"]) == 1

@@ -11,7 +11,7 @@ from agent.loop.store import find_runs
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
 from tests.gpu.kernels import answer
-from tools.evaluation import Evaluation, Status
+from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.metrics import GpuMetrics
 from tools.gpu.stages import GPU_STAGES
@@ -66,6 +66,21 @@ class VerdictGpu:
 
     def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
         return self.outcomes[_key(module)].model_copy(deep=True)
+
+
+class ProfileOffGpu:
+    """Every module gets FAST's verdict with its profile skipped (as under eval.profile=off): correct and fast, its
+    targets never counted."""
+
+    def unavailable_reason(self, arch: Arch) -> str | None:
+        return None
+
+    def evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
+        skipped = StageResult(name=Stage.PROFILE, state=StageState.SKIPPED, message="eval.profile=off")
+        verdict = outcome(FAST)
+        stages = [skipped if s.name is Stage.PROFILE else s for s in verdict.stages]
+        metrics = verdict.metrics.model_copy(update={"targets": None})
+        return verdict.model_copy(update={"stages": stages, "metrics": metrics})
 
 
 def _key(module: CompiledModule) -> str:

@@ -29,7 +29,7 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _collect_training_garbage() -> Iterator[None]:
     """Training leaves reference cycles with finalizers behind. CPython 3.11 keeps the AST builder's recursion
     depth per interpreter, not per thread, so a later collection that runs those finalizers in the middle of
-    an ast.parse lets another thread parse too, and agent.bench's worker threads (tools/expr.py) then fail
-    with "AST constructor recursion depth mismatch" (seen in tests/agent/test_bench.py). Collect them here."""
+    an ast.parse lets another thread parse too, and agent.bench's worker threads (tasks/expr.py) then fail
+    with "AST constructor recursion depth mismatch" (seen in tests/agent/bench/test_bench.py). Collect them here."""
     yield
     gc.collect()

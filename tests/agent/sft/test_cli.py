@@ -1,4 +1,4 @@
-"""The key=value command line of the SFT commands (agent/sft/cli.py), on their real settings models."""
+"""The key=value command line of the SFT commands (agent/cli.py), on their real settings models."""
 
 from __future__ import annotations
 

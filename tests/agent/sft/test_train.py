@@ -21,6 +21,7 @@ from agent import cli
 from agent.cli import ConfigError
 from agent.sft import data, train
 from agent.sft.settings import LoraSettings, TrainSettings
+from agent.sft.train_record import FORMAT_VERSION, TrainRecord
 from agent.train_sft import main
 from tests.agent.sft.conftest import FIXIT, HOLDOUT, KERNELGEN
 
@@ -73,8 +74,9 @@ def test_label_mask_is_exactly_the_final_answer(model_dir: Path, tmp_path: Path)
 
 
 def test_cli_trains_two_steps_and_records_everything(trained: tuple[Path, dict]) -> None:
-    _, record = trained
-    assert record["status"] == "done" and record["format_version"] == train.FORMAT_VERSION
+    out, record = trained
+    assert record["status"] == "done" and record["format_version"] == FORMAT_VERSION
+    assert TrainRecord.load(out).model_dump(mode="json") == record
     result = record["result"]
     assert result["steps"] == STEPS and math.isfinite(result["train_loss"]) and math.isfinite(result["eval_loss"])
     assert [h["step"] for h in result["log_history"] if "loss" in h] == [1, 2]
@@ -128,7 +130,7 @@ def test_examples_over_max_length_are_dropped_not_truncated(model_dir: Path, tmp
     assert all(m.tokens <= limit for m in prepared.train) and len(prepared.train) == 7
     assert [len(ids) for ids in prepared.trainer.train_dataset["input_ids"]] == [m.tokens for m in prepared.train]
     assert f"dropped from training: 1 longer than max_length={limit}" in train.summary(prepared)
-    assert train.describe(prepared)["dropped_too_long"]["count"] == 1
+    assert train.describe(prepared).dropped_too_long.count == 1
 
 
 def test_the_models_own_chat_template_is_used(model_dir: Path) -> None:
