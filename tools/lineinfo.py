@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 from pydantic import BaseModel
 
@@ -100,7 +101,7 @@ class LineTable:
 
 
 def parse_line_table(listing: str) -> dict[str, dict[int, tuple[str, int]]]:
-    """nvdisasm -g's listing → kernel → offset → (file, line). An instruction after no `//## File` mark of its
+    """nvdisasm -g's listing → kernel → offset → (file name, line). An instruction after no `//## File` mark of its
     kernel has no line; one after a mark has the last mark's."""
     table: dict[str, dict[int, tuple[str, int]]] = {}
     kernel, where = None, None
@@ -108,8 +109,8 @@ def parse_line_table(listing: str) -> dict[str, dict[int, tuple[str, int]]]:
         if m := _SECTION.match(text):
             kernel, where = m.group(1), None
             table.setdefault(kernel, {})
-        elif m := _LINE_MARK.match(text):
-            where = (m.group(1), int(m.group(2)))
+        elif m := _LINE_MARK.match(text):  # NVRTC names answer.cu by the folder it ran in: the name is the file
+            where = (PurePath(m.group(1)).name, int(m.group(2)))
         elif kernel and where and (m := _INSTRUCTION_AT.match(text)):
             table[kernel][int(m.group(1), 16)] = where
     return table

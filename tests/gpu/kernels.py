@@ -74,6 +74,9 @@ VARIANTS = {
     "wrong_layout": {"/*B_INDEX*/": "(size_t)(k0 + kk) * N + col0 + r"},
     # No barriers around the shared-memory tiles: a race between loading and computing.
     "race": {"/*BARRIER*/": ""},
+    # Correct, but the tiles lose their padding column: each warp's stores `As[kk][r]`/`Bs[kk][r]` (kk = thread % 16)
+    # fall 64 words apart, in one bank: 16-way bank conflicts on those two lines.
+    "bank_conflicts": {"[TILE + 1]": "[TILE]"},
     # Spins until A's first two elements are both 0xFFFF (a NaN the input draw never makes).
     "hang": {"/*HANG*/": "while (*(volatile const unsigned int*)A != 0xFFFFFFFFu) {}"},
     # Correct output, but block (0,0) also overwrites A's first element: inputs are read-only.

@@ -1,7 +1,9 @@
 """Feedback that says where in the kernel, on a real Hopper GPU (issue 28): a kernel hung on an mbarrier whose
 expect_tx counts more bytes than its copy brings is a time-out whose feedback names the waiting PTX line and the
-warps of each block, found by cuda-gdb attached to the worker, within the time-out and LOCATE_S. Skipped without an
-sm_90 GPU; the location is skipped, with its reason, where cuda-gdb is missing."""
+warps of each block, found by cuda-gdb attached to the worker, within the time-out and LOCATE_S; a correct GEMM whose
+shared tiles lost their padding gets a perf feedback naming its bank-conflicting store's CUDA line, from Nsight
+Compute's per-instruction counters. Skipped without an sm_90 GPU; each part is skipped, with its reason, where
+cuda-gdb or ncu is missing."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from agent.loop.feedback import feedback_message
 from tasks import get_task
 from tasks.schema import Arch
 from tests.gpu.kernels import MBARRIER_HANG_PTX, answer, line_of, mbarrier_hang_answer
-from tools.evaluation import Evaluation, Stage, Status
+from tools.answer import extract_solution
+from tools.evaluation import Evaluation, Stage, StageState, Status
 from tools.gpu.hang import LOCATE_S, find_cuda_gdb
+from tools.gpu.ncu import find_ncu
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
 from tools.pipeline import evaluate_answer
@@ -50,3 +54,24 @@ def test_an_mbarrier_hang_is_located_to_its_wait_line_and_warps(gpu) -> None:
     feedback = feedback_message(ev, TASK, Arch.SM_90A, turn=1, max_turns=3, target_speedup=1.0)
     assert f"warps 0–3 wait at line {wait}" in feedback
     assert run(gpu, answer("correct")).status is Status.PASSED  # the worker came back
+
+
+def test_a_bank_conflicting_store_is_named_in_the_perf_feedback(gpu) -> None:
+    if find_ncu() is None:
+        pytest.skip("Nsight Compute (ncu) is not installed here")
+    text = answer("bank_conflicts")
+    ev = run(gpu, text, QUICK.model_copy(update={"profile": "perf"}))
+    assert ev.status is Status.PASSED, ev.message
+    stage = ev.stage(Stage.PERF)
+    print(stage.message)  # what the model reads, for the record
+    assert stage.state is StageState.PASSED, stage.message
+    assert ev.perf.hot_lines, ev.perf.hot_lines_note
+    source = extract_solution(text).source
+    stores = {line_of(source, "As[kk][r] ="), line_of(source, "Bs[kk][r] =")}
+    top = max(ev.perf.hot_lines, key=lambda h: h.bank_conflicts)
+    assert top.file == "answer.cu" and top.line in stores and top.bank_conflicts > 0, ev.perf.hot_lines
+    assert f"shared-memory bank conflicts (excess wavefronts): answer.cu line {top.line} `{top.quoted}`" in (
+        stage.message
+    )
+    feedback = feedback_message(ev, TASK, Arch.SM_90A, turn=1, max_turns=3, target_speedup=1.0)
+    assert f"answer.cu line {top.line} `{top.quoted}`" in feedback

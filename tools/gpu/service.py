@@ -194,19 +194,22 @@ class GpuService:
         outcome, fault = self._in_worker(request, limits, module, arch)
         if outcome.status is Status.PASSED:
             for stage in stages.after_worker(options, outcome.metrics.speedup):
-                outcome.stages.append(self._profile(stage, task, arch, module, limits, outcome.metrics))
+                outcome.stages.append(self._profile(stage, task, arch, module, limits, outcome.metrics,
+                                                    options.static_timeout_s))  # fmt: skip
         for stage in stages.diagnoses(outcome.status, fault, options):
             self._diagnose(stage, outcome, arch, module, limits, options)
         return outcome
 
     def _profile(self, stage: Stage, task: Task, arch: Arch, module: CompiledModule, limits: StageLimits,
-                 metrics: GpuMetrics) -> StageResult:  # fmt: skip
+                 metrics: GpuMetrics, static_timeout_s: float) -> StageResult:  # fmt: skip
         """An Nsight Compute pass of a correct attempt; its figures go into `metrics`."""
         if stage is Stage.PROFILE:
             result, metrics.targets = profile.profile_stage(module.cubin, module.plan, task.targets[arch], self.device,
                                                             limits.profile)  # fmt: skip
         else:
-            result, metrics.perf = perf.perf_stage(task, module.cubin, module.plan, self._library_profiles, limits.perf)
+            scratch_ms = metrics.timing.scratch_init_ms if metrics.timing else None
+            result, metrics.perf = perf.perf_stage(task, module, arch, self._library_profiles, limits.perf,
+                                                   static_timeout_s, scratch_ms)  # fmt: skip
         return result
 
     def _diagnose(self, stage: Stage, outcome: GpuOutcome, arch: Arch, module: CompiledModule, limits: StageLimits,
