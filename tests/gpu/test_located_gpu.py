@@ -7,7 +7,9 @@ cuda-gdb or ncu is missing."""
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,11 +19,12 @@ from tasks.schema import Arch
 from tests.gpu.kernels import MBARRIER_HANG_PTX, answer, line_of, mbarrier_hang_answer
 from tools.answer import extract_solution
 from tools.evaluation import Evaluation, Stage, StageState, Status
+from tools.gpu import launcher, ncu, perf
 from tools.gpu.hang import LOCATE_S, find_cuda_gdb
 from tools.gpu.ncu import find_ncu
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions
-from tools.pipeline import evaluate_answer
+from tools.pipeline import build, evaluate_answer, extract
 
 pytestmark = pytest.mark.hopper
 
@@ -44,6 +47,7 @@ def test_an_mbarrier_hang_is_located_to_its_wait_line_and_warps(gpu) -> None:
     elapsed = time.perf_counter() - start
     stage = ev.stage(Stage.RUN)
     print(f"{elapsed:.1f} s\n{stage.message}")  # what the model reads, for the record
+    print("cuda-gdb said:\n" + stage.detail.get("hang", {}).get("listing", "(nothing)"))  # to fix a parser by
     assert ev.status is Status.TIMEOUT, ev.message
     wait = line_of(MBARRIER_HANG_PTX, "mbarrier.try_wait")
     assert stage.detail["hang"]["groups"], stage.message
@@ -65,6 +69,13 @@ def test_a_bank_conflicting_store_is_named_in_the_perf_feedback(gpu) -> None:
     stage = ev.stage(Stage.PERF)
     print(stage.message)  # what the model reads, for the record
     assert stage.state is StageState.PASSED, stage.message
+    if not ev.perf.hot_lines:  # what ncu's source page holds, to fix the parser by
+        static = build(extract(TASK, Arch.SM_90A, answer=text), TASK, Arch.SM_90A, QUICK)
+        with tempfile.TemporaryDirectory() as tmp:
+            bundle = launcher.write_bundle(Path(tmp) / "bundle", static.module.cubin, static.module.plan)
+            pages = ncu.profile_pages(launcher.command(bundle), ["-c", "1", *perf.SOURCE_COUNTERS],
+                                      env=launcher.environment(gpu.device), timeout_s=300, source=True)  # fmt: skip
+        print(pages.source_error, "\n".join(pages.source.splitlines()[:12]))
     assert ev.perf.hot_lines, ev.perf.hot_lines_note
     source = extract_solution(text).source
     stores = {line_of(source, "As[kk][r] ="), line_of(source, "Bs[kk][r] =")}

@@ -31,6 +31,7 @@ CUDA_GDB_S = 12.0  # of which cuda-gdb may take (attach and listing: 0.9 s measu
 WARP = 32
 GROUPS_SHOWN = 6
 PIECES_SHOWN = 4
+LISTING_CHARS = 4000
 EXPANDED_BLOCKS = 64  # a thread range over more blocks than this is told as one span
 
 _TRIPLE = r"\((\d+),(\d+),(\d+)\)"
@@ -161,7 +162,8 @@ def snapshot(pid: int, kernels: list[str], timeout_s: float = CUDA_GDB_S) -> Sna
         return Snapshot(skipped="cuda-gdb may not attach here (ptrace: operation not permitted)", seconds=seconds)
     if not parse_listing(output).threads:
         tail = " ".join(output.split())[-300:] or "(no output)"
-        return Snapshot(skipped=f"cuda-gdb listed no thread of a running kernel: {tail}", seconds=seconds)
+        return Snapshot(output=output, skipped=f"cuda-gdb listed no thread of a running kernel: {tail}",
+                        seconds=seconds)  # fmt: skip
     return Snapshot(output=output, seconds=seconds)
 
 
@@ -188,6 +190,7 @@ class HangReport(BaseModel):
     groups: list[WarpGroup] = Field(default_factory=list)
     note: str = Field("", description="Why nothing was located, or what the groups lack.")
     seconds: float = 0.0
+    listing: str = Field("", description="cuda-gdb's output, its head, for the record (not the model's feedback).")
 
     def text(self) -> str:
         if not self.groups:
@@ -271,13 +274,14 @@ def describe_wait(lines: list[str], line: int) -> str | None:
 
 def locate(snap: Snapshot, module: CompiledModule, arch: Arch, budget: procs.Budget) -> HangReport:
     """The snapshot's threads on the answer's lines, grouped; the line table is built within `budget`."""
+    kept = snap.output[:LISTING_CHARS]
     if snap.skipped:
-        return HangReport(note=snap.skipped, seconds=snap.seconds)
+        return HangReport(note=snap.skipped, seconds=snap.seconds, listing=kept)
     listing = parse_listing(snap.output)
     table = line_table(module.language, module.ptx, module.cubin, arch, budget)
     sources = answer_sources(module.language, module.ptx, module.cuda_source)
     report = group(listing, table, module, sources)
-    report.seconds = snap.seconds
+    report.seconds, report.listing = snap.seconds, kept
     return report
 
 
