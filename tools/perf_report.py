@@ -3,6 +3,8 @@ baseline library's, and the likely limiter (PerfReport). tools/gpu/perf.py measu
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, Field
 
 
@@ -40,6 +42,31 @@ def longest(launches: list[KernelPerf]) -> KernelPerf:
     return max(launches, key=lambda k: k.duration_ms or 0.0)
 
 
+class HotLine(BaseModel):
+    """One line of the answer with Nsight Compute's per-instruction counters summed over the SASS it compiled to
+    (tools/gpu/hot_lines.py), for the launches the perf pass profiled."""
+
+    kernel: str
+    file: str = Field(description="kernel.ptx (a PTX answer) or answer.cu (a CUDA answer).")
+    line: int
+    quoted: str | None = Field(None, description="The line as the answer wrote it.")
+    bank_conflicts: float = Field(
+        0.0, description="Excess shared-memory wavefronts (ncu's L1 Wavefronts Shared Excessive): bank conflicts."
+    )
+    stall_samples: float = Field(0.0, description="Warp stall samples (ncu's Warp Stall Sampling, all samples).")
+    executed: float = Field(0.0, description="Warp-level instructions executed.")
+
+
+class RegisterSetting(BaseModel):
+    """A `setmaxnreg` in the answer: from there on, the warpgroup that runs it holds `registers` per thread."""
+
+    kernel: str
+    action: Literal["inc", "dec"]
+    registers: int
+    file: str
+    line: int
+
+
 class PerfReport(BaseModel):
     """The perf pass: the candidate's launches beside the baseline library's (profiled once per task and GPU
     worker), and the likely limiter named by the first of tools/gpu/limiters.py's rules that holds."""
@@ -51,3 +78,11 @@ class PerfReport(BaseModel):
     limiter: str | None = Field(None, description="The rule that holds (tools/gpu/limiters.py), or None.")
     limiter_says: str | None = Field(None, description="That rule's line for the model.")
     seconds: float = Field(0.0, description="The pass's wall time, the library's profile included when it ran.")
+    hot_lines: list[HotLine] = Field(
+        default_factory=list, description="The lines with the most bank conflicts, stall samples, executions."
+    )
+    hot_lines_note: str | None = Field(None, description="Why there are no per-line counters.")
+    register_settings: list[RegisterSetting] = Field(default_factory=list, description="The answer's setmaxnreg.")
+    scratch_init_ms: float | None = Field(
+        None, description="Resetting the scratch buffers before each run (the time stage's measure); None: none."
+    )

@@ -45,7 +45,9 @@ class KernelSass(BaseModel):
     local_memory: dict[str, int]  # LDL/STL static counts
 
 
-def disassemble(cubin: bytes, budget: procs.Budget | None = None) -> str:
+def disassemble(cubin: bytes, budget: procs.Budget | None = None, line_info: bool = False) -> str:
+    """nvdisasm's SASS listing; `line_info`: with its `//## File "…", line N` marks (a module assembled with
+    line information)."""
     budget = budget or procs.Budget(60.0)
     try:
         tool = find_tool("nvdisasm")
@@ -55,7 +57,8 @@ def disassemble(cubin: bytes, budget: procs.Budget | None = None) -> str:
         path = Path(tmp) / "kernel.cubin"
         path.write_bytes(cubin)
         try:
-            done = procs.run([str(tool.path), "-c", str(path)], budget.left())
+            flags = ["-c", "-g"] if line_info else ["-c"]
+            done = procs.run([str(tool.path), *flags, str(path)], budget.left())
         except subprocess.TimeoutExpired:
             raise SassTimeout(budget.exceeded("nvdisasm")) from None
     if done.returncode != 0:

@@ -113,13 +113,15 @@ def _stage_message(evaluation: Evaluation, name: Stage) -> str:
 
 
 def failure_text(evaluation: Evaluation) -> str:
-    """The failing stage's message, and its structured detail where that says more (GPU stages)."""
+    """The failing stage's message, and its structured detail where that says more (GPU stages; a hang's location
+    is in the message already)."""
     stage = _failed(evaluation)
     if stage is None:
         return cut(evaluation.message)
     text = cut(stage.message or evaluation.message)
-    if stage.detail and stage.name in GPU_STAGES:
-        text += "\n\nDetail: " + cut(json.dumps(stage.detail, default=str), DETAIL_CHARS)
+    detail = {k: v for k, v in stage.detail.items() if k != "hang"}
+    if detail and stage.name in GPU_STAGES:
+        text += "\n\nDetail: " + cut(json.dumps(detail, default=str), DETAIL_CHARS)
     return text
 
 

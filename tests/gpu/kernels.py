@@ -74,6 +74,9 @@ VARIANTS = {
     "wrong_layout": {"/*B_INDEX*/": "(size_t)(k0 + kk) * N + col0 + r"},
     # No barriers around the shared-memory tiles: a race between loading and computing.
     "race": {"/*BARRIER*/": ""},
+    # Correct, but the tiles lose their padding column: each warp's stores `As[kk][r]`/`Bs[kk][r]` (kk = thread % 16)
+    # fall 64 words apart, in one bank: 16-way bank conflicts on those two lines.
+    "bank_conflicts": {"[TILE + 1]": "[TILE]"},
     # Spins until A's first two elements are both 0xFFFF (a NaN the input draw never makes).
     "hang": {"/*HANG*/": "while (*(volatile const unsigned int*)A != 0xFFFFFFFFu) {}"},
     # Correct output, but block (0,0) also overwrites A's first element: inputs are read-only.
@@ -220,3 +223,45 @@ def elementwise_answer(language: str, source: str, kernel: str) -> str:
 def line_of(source: str, text: str) -> int:
     """The 1-based line of `source` holding `text`."""
     return next(i for i, line in enumerate(source.splitlines(), start=1) if text in line)
+
+
+# An mbarrier wait that never completes: thread 0 has the barrier expect 1024 bytes, but its bulk copy brings 512,
+# so the phase never flips and every warp of every block spins in the try_wait loop (issue 28's wrong expect_tx).
+MBARRIER_HANG_PTX = """\
+.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry hang_on_mbarrier(.param .u64 c, .param .u32 n)
+.reqntid 128, 1, 1
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    .shared .align 8 .b64 full_bar;
+    .shared .align 128 .b8 tile[512];
+    ld.param.u64 %rd1, [c];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, full_bar;
+    mov.u32 %r3, tile;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 mbarrier.init.shared::cta.b64 [%r2], 1;
+    fence.mbarrier_init.release.cluster;
+    bar.sync 0;
+    @%p1 mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r2], 1024;
+    @%p1 cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%r3], [%rd2], 512, [%r2];
+WAIT:
+    mbarrier.try_wait.parity.shared::cta.b64 %p2, [%r2], 0;
+    @!%p2 bra WAIT;
+    ret;
+}
+"""
+MBARRIER_HANG_SPEC = {"launches": [{"kernel": "hang_on_mbarrier", "grid": [2, 1, 1], "block": [128, 1, 1],
+                                    "args": [{"tensor": "C"}, {"scalar": "M*N", "type": "u32"}]}]}  # fmt: skip
+
+
+def mbarrier_hang_answer() -> str:
+    return f"A kernel whose mbarrier never completes.\n\n```ptx\n{MBARRIER_HANG_PTX}```\n\n```json\n" + (
+        json.dumps(MBARRIER_HANG_SPEC) + "\n```\n"
+    )

@@ -21,6 +21,9 @@ class TimingMetrics(BaseModel):
     interval: list[float] | None = Field(None, description="The speedup's order-statistic interval [low, high].")
     tflops: float | None = Field(None, description="The task's FLOPs / kernel_ms.")
     flags: list[str] = Field(default_factory=list, description="What makes the timing doubtful.")
+    scratch_init_ms: float | None = Field(
+        None, description="Resetting the scratch buffers before each run, timed alone (median); None: no scratch."
+    )
 
     def without_speedup(self) -> TimingMetrics:
         """The figures of an attempt found wrong after it was timed: a speedup is only ever a correct one's."""

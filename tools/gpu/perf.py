@@ -7,7 +7,10 @@ throughput and the tensor pipe's active share of cycles; L2 and DRAM throughput 
 L2 hit rate; shared-memory bank conflicts; achieved occupancy with registers and shared memory per block;
 the warp stall reasons, averaged per issued instruction; grid, block, cluster and waves per SM). The stage's
 message is one table "yours | the library's", the time split of multi-launch sequences, and the likely
-limiter (tools/gpu/limiters.py).
+limiter (tools/gpu/limiters.py). Where in the kernel: the candidate's profile also collects the SourceCounters
+section, whose per-instruction counters tools/gpu/hot_lines.py sums per line of the answer; the registers each
+warpgroup holds after `setmaxnreg`; and the scratch buffers' reset before each run (the time stage measured it) as a
+row of the time split.
 
 The sections are the ones recorded on our H200 (ncu 2025.3; tests/fixtures/gpu/recorded/ncu_perf_*.csv):
 20 replay passes per launch, about 5 s for one GEMM launch with ncu's start-up.
@@ -22,19 +25,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tasks.schema import Task
+from tasks.schema import Arch, Task
 from tools import procs
 from tools.evaluation import Stage, StageResult, StageState
-from tools.gpu import launcher, ncu
+from tools.gpu import hot_lines, launcher, ncu
+from tools.gpu.base import CompiledModule
 from tools.gpu.limiters import limiter
 from tools.gpu.profile import kernel_filter
-from tools.perf_report import KernelPerf, PerfReport, longest
+from tools.lineinfo import answer_sources, line_table
+from tools.perf_report import HotLine, KernelPerf, PerfReport, longest
 from tools.plan import LaunchPlan
 
 SECTIONS = ("SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis", "Occupancy", "LaunchStats",
             "WarpStateStats", "SchedulerStats")  # fmt: skip
 EXTRA_METRICS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",)  # in no section
 COLLECT = [*(arg for s in SECTIONS for arg in ("--section", s)), "--metrics", ",".join(EXTRA_METRICS)]
+SOURCE_COUNTERS = ["--section", "SourceCounters"]  # the candidate's per-instruction counters, for its lines
 _STALL = ("smsp__average_warps_issue_stalled_", "_per_issue_active.ratio")
 _FIGURES = {  # KernelPerf field → ncu metric
     "duration_ms": "gpu__time_duration.sum",
@@ -159,13 +165,18 @@ def comparison_rows(report: PerfReport) -> tuple[list[str], list[list[str]]]:
 def comparison_notes(report: PerfReport) -> list[str]:
     """What the table does not hold: the time split of multi-launch sequences, why the library's launches are
     missing, the likely limiter."""
-    sides = [("your launches", report.launches), (f"{report.library}'s launches", report.baseline or [])]
-    notes = [f"{who}: {time_split(launches)}" for who, launches in sides if len(launches) > 1]
+    notes = []
+    if len(report.launches) > 1 or report.scratch_init_ms:
+        notes.append(f"your launches: {time_split(report.launches, report.scratch_init_ms)}")
+    if report.baseline and len(report.baseline) > 1:
+        notes.append(f"{report.library}'s launches: {time_split(report.baseline)}")
     if report.baseline_note:
         notes.append(f"{report.library}'s kernels: {report.baseline_note}")
     if report.limiter_says:
         notes.append(f"likely limiter ({report.limiter}): {report.limiter_says}")
-    return notes
+    where = hot_lines.hot_lines_text(report.hot_lines, report.hot_lines_note)
+    registers = hot_lines.registers_text(report.register_settings, report.launches)
+    return notes + [text for text in (where, registers) if text]
 
 
 def comparison(report: PerfReport) -> str:
@@ -176,27 +187,46 @@ def comparison(report: PerfReport) -> str:
     return "\n".join(lines + [f"\n{note}" for note in comparison_notes(report)])
 
 
-def time_split(launches: list[KernelPerf]) -> str:
-    """`name` 0.195 ms (3%), … in launch order."""
-    total = sum(k.duration_ms or 0.0 for k in launches) or 1.0
-    return ", ".join(f"`{short_name(k.kernel)[:48]}` {_cell(k.duration_ms, '.3f')} ms "
-                     f"({100 * (k.duration_ms or 0.0) / total:.0f}%)" for k in launches)  # fmt: skip
+def time_split(launches: list[KernelPerf], scratch_ms: float | None = None) -> str:
+    """`name` 0.195 ms (3%), … in launch order, after the scratch buffers' reset when there is one."""
+    rows = [("scratch initialisation (before each run)", scratch_ms)] if scratch_ms else []
+    rows += [(f"`{short_name(k.kernel)[:48]}`", k.duration_ms) for k in launches]
+    total = sum(ms or 0.0 for _, ms in rows) or 1.0
+    return ", ".join(f"{name} {_cell(ms, '.3f')} ms ({100 * (ms or 0.0) / total:.0f}%)" for name, ms in rows)
 
 
 # ----------------------------------------------------------------------------------------- profiling
 
 
-def candidate_launches(cubin: bytes, plan: LaunchPlan, device: int, timeout_s: float) -> list[KernelPerf]:
-    """Every launch of the candidate's sequence, once, on the launcher. Raises ncu.NcuFailed."""
+def candidate_launches(cubin: bytes, plan: LaunchPlan, device: int, timeout_s: float
+                       ) -> tuple[list[KernelPerf], ncu.Pages]:  # fmt: skip
+    """Every launch of the candidate's sequence, once, on the launcher, and the profile's pages (its source page
+    for the per-line counters). Raises ncu.NcuFailed."""
     kernels = sorted({launch.kernel for launch in plan.launches})
-    collect = ["-k", kernel_filter(kernels), "-c", str(len(plan.launches)), *COLLECT]
+    collect = ["-k", kernel_filter(kernels), "-c", str(len(plan.launches)), *COLLECT, *SOURCE_COUNTERS]
     with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("ncu")) as tmp:
         bundle = launcher.write_bundle(Path(tmp) / "bundle", cubin, plan)
-        raw = ncu.profile_raw(launcher.command(bundle), collect, env=launcher.environment(device), timeout_s=timeout_s)
-    launches = parse_perf(raw)
+        pages = ncu.profile_pages(launcher.command(bundle), collect, env=launcher.environment(device),
+                                  timeout_s=timeout_s, source=True)  # fmt: skip
+    launches = parse_perf(pages.raw)
     if not launches:
-        raise ncu.NcuFailed(f"ncu's report held no launches of {', '.join(kernels)}: {ncu.tail(raw)}")
-    return launches
+        raise ncu.NcuFailed(f"ncu's report held no launches of {', '.join(kernels)}: {ncu.tail(pages.raw)}")
+    return launches, pages
+
+
+def where_in_kernel(module: CompiledModule, arch: Arch, pages: ncu.Pages, timeout_s: float
+                    ) -> tuple[list[HotLine], str | None]:  # fmt: skip
+    """The hot lines of the candidate's source page, through its line table (built within `timeout_s`, the static
+    stages' limit), and a note on what is missing."""
+    if not pages.source:
+        return [], f"no per-line counters: {pages.source_error or 'ncu printed no source page'}"
+    page = hot_lines.parse_source_page(pages.source)
+    if not page:
+        return [], f"no per-line counters: ncu's source page listed no instruction ({ncu.tail(pages.source, 200)})"
+    table = line_table(module.language, module.ptx, module.cubin, arch, procs.Budget(timeout_s))
+    sources = answer_sources(module.language, module.ptx, module.cuda_source)
+    kernels = sorted({launch.kernel for launch in module.plan.launches})
+    return hot_lines.hot_lines(page, table, sources, kernels)
 
 
 def library_launches(task: Task, device: int, timeout_s: float) -> list[KernelPerf]:
@@ -228,21 +258,25 @@ class LibraryProfiles:
 
 
 def perf_stage(
-    task: Task, cubin: bytes, plan: LaunchPlan, library: LibraryProfiles, timeout_s: float
-) -> tuple[StageResult, PerfReport | None]:
-    """The perf pass of one correct attempt: its stage, and the typed report (None when it was skipped)."""
+    task: Task, module: CompiledModule, arch: Arch, library: LibraryProfiles, timeout_s: float,
+    static_timeout_s: float, scratch_init_ms: float | None = None,
+) -> tuple[StageResult, PerfReport | None]:  # fmt: skip
+    """The perf pass of one correct attempt: its stage, and the typed report (None when it was skipped).
+    `scratch_init_ms`: the time stage's measure of the scratch reset before each run."""
     start = time.perf_counter()
     try:
-        ours = candidate_launches(cubin, plan, library.device, timeout_s)
+        ours, pages = candidate_launches(module.cubin, module.plan, library.device, timeout_s)
     except ncu.NcuFailed as e:
         seconds = time.perf_counter() - start
         return StageResult(name=Stage.PERF, state=StageState.SKIPPED, message=str(e), seconds=seconds), None
+    hot, hot_note = where_in_kernel(module, arch, pages, static_timeout_s)
     theirs, note = library.get(task, timeout_s)
     rule = limiter(ours, theirs)
     report = PerfReport(
         launches=ours, library=task.baseline.library, baseline=theirs, baseline_note=note,
         limiter=rule.name if rule else None, limiter_says=rule.says if rule else None,
-        seconds=round(time.perf_counter() - start, 3),
+        seconds=round(time.perf_counter() - start, 3), hot_lines=hot, hot_lines_note=hot_note,
+        register_settings=hot_lines.register_settings(module.ptx, module.language), scratch_init_ms=scratch_init_ms,
     )  # fmt: skip
     stage = StageResult(name=Stage.PERF, state=StageState.PASSED, message=comparison(report), seconds=report.seconds)
     return stage, report

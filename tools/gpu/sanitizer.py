@@ -25,7 +25,7 @@ from tools.assemble import PTX_NAME
 from tools.evaluation import Stage, StageResult, StageState
 from tools.gpu import launcher
 from tools.gpu.base import CompiledModule
-from tools.lineinfo import diagnosis_copy
+from tools.lineinfo import answer_sources, diagnosis_copy, quote, where
 from tools.nvrtc import SOURCE_NAME
 from tools.plan import LaunchPlan
 
@@ -73,14 +73,14 @@ class Finding(BaseModel):
 
     def line_text(self) -> str:
         """One line for the model: what, at which line (quoted) and instruction, by whom, at which address."""
-        at = f" at {_where(self.file, self.line)}" if self.line is not None else ""
+        at = f" at {where(self.file, self.line)}" if self.line is not None else ""
         if self.quoted:
             at += f": `{self.quoted}`"
         code = f"{self.kernel}{'+' + self.offset if self.offset else ''}" if self.kernel else None
         text = f"{self.kind}{at}" + (f" ({code})" if code else "")
         if self.other is not None:
             line = self.other.get("line")
-            other = f"{_where(self.file, line)}" if line is not None else f"+{self.other.get('offset')}"
+            other = f"{where(self.file, line)}" if line is not None else f"+{self.other.get('offset')}"
             text += f" and {self.other.get('access')} access at {other}"
             text += f": `{self.other_quoted}`" if self.other_quoted else ""
             text += f" [{self.hazards:,} hazards]" if self.hazards else ""
@@ -89,11 +89,6 @@ class Finding(BaseModel):
         if self.address:
             text += f": address {self.address}" + (f", {self.placed}" if self.placed else "")
         return text
-
-
-def _where(file: str | None, line: object) -> str:
-    """`line 20` for the answer's PTX (kernel.ptx, as tools/lineinfo.py names it), else `answer.cu line 4`."""
-    return f"line {line}" if file in (None, PTX_NAME) else f"{file} line {line}"
 
 
 def parse_findings(output: str) -> list[Finding]:
@@ -196,21 +191,14 @@ def _unravel(flat: int, shape: list[int]) -> list[int]:
     return out[::-1]
 
 
-def _quote(file: str | None, line: object, sources: dict[str, list[str]]) -> str | None:
-    lines = sources.get(file or "")
-    if isinstance(line, int) and lines and 0 < line <= len(lines):
-        return ptx_text.elide_lists(lines[line - 1].strip(), 200)
-    return None
-
-
 def explain(findings: list[Finding], sources: dict[str, list[str]], buffers: list[Allocation],
             code: AccessCode | None = None) -> list[Finding]:  # fmt: skip
     """The findings with their lines quoted (`sources`: file name → lines) and global addresses placed, against
     the buffer the access's pointer comes from where `code` tells it."""
     for f in findings:
-        f.quoted = _quote(f.file, f.line, sources)
+        f.quoted = quote(f.file, f.line, sources)
         if f.other is not None:
-            f.other_quoted = _quote(f.file, f.other.get("line"), sources)
+            f.other_quoted = quote(f.file, f.other.get("line"), sources)
         if f.address and "__global__" in f.kind:
             origin = code.tensor_of(f) if code else None
             f.placed = place(int(f.address, 16), f.access_bytes, buffers, origin)
@@ -324,10 +312,7 @@ def sanitize_module(
     static stages' limit), its findings quoting the answer's PTX or CUDA lines; on the module itself, with SASS
     offsets only, when the copy does not assemble."""
     copy = diagnosis_copy(module.language, module.ptx, arch, static_timeout_s)
-    if module.language == "cuda":
-        sources = {SOURCE_NAME: (module.cuda_source or "").splitlines()}
-    else:
-        sources = {PTX_NAME: module.ptx.splitlines()}
+    sources = answer_sources(module.language, module.ptx, module.cuda_source)
     note = f"No source lines: {copy.note}." if copy.cubin is None else ""
     code = AccessCode(language=module.language, ptx=module.ptx, plan=module.plan)
     return sanitizer_stage(stage, copy.cubin or module.cubin, module.plan, device, timeout_s, sources, note, code)

@@ -5,7 +5,8 @@ limit per part of each stage, and kills and restarts the worker after a hang, a 
 No kernel can take the caller down.
 
 The stages after the worker's (tools/gpu/stages.py says which an attempt gets) run here as tool processes on the
-torch-free launcher: the profile and perf passes (Nsight Compute), and compute-sanitizer's diagnoses."""
+torch-free launcher: the profile and perf passes (Nsight Compute), and compute-sanitizer's diagnoses. A time-out in
+the kernel's parts is located (tools/gpu/hang.py: cuda-gdb attached to the worker before it is killed)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 from tasks.schema import Arch, Task
 from tools import procs
 from tools.evaluation import Stage, StageResult, StageState, Status
-from tools.gpu import launcher, perf, profile, sanitizer, stages
+from tools.gpu import hang, launcher, perf, profile, sanitizer, stages
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.devices import DeviceInfo, NoDevice, device_info
 from tools.gpu.limits import WORKER_START_S, StageLimits, stage_limits
@@ -190,22 +191,25 @@ class GpuService:
         request = WorkerRequest(task=task.name, plan=module.plan, cubin=module.cubin,
                                 options=options.model_copy(update={"seed": seed}))  # fmt: skip
         limits = stage_limits(task, options)
-        outcome, fault = self._in_worker(request, limits)
+        outcome, fault = self._in_worker(request, limits, module, arch)
         if outcome.status is Status.PASSED:
             for stage in stages.after_worker(options, outcome.metrics.speedup):
-                outcome.stages.append(self._profile(stage, task, arch, module, limits, outcome.metrics))
+                outcome.stages.append(self._profile(stage, task, arch, module, limits, outcome.metrics,
+                                                    options.static_timeout_s))  # fmt: skip
         for stage in stages.diagnoses(outcome.status, fault, options):
             self._diagnose(stage, outcome, arch, module, limits, options)
         return outcome
 
     def _profile(self, stage: Stage, task: Task, arch: Arch, module: CompiledModule, limits: StageLimits,
-                 metrics: GpuMetrics) -> StageResult:  # fmt: skip
+                 metrics: GpuMetrics, static_timeout_s: float) -> StageResult:  # fmt: skip
         """An Nsight Compute pass of a correct attempt; its figures go into `metrics`."""
         if stage is Stage.PROFILE:
             result, metrics.targets = profile.profile_stage(module.cubin, module.plan, task.targets[arch], self.device,
                                                             limits.profile)  # fmt: skip
         else:
-            result, metrics.perf = perf.perf_stage(task, module.cubin, module.plan, self._library_profiles, limits.perf)
+            scratch_ms = metrics.timing.scratch_init_ms if metrics.timing else None
+            result, metrics.perf = perf.perf_stage(task, module, arch, self._library_profiles, limits.perf,
+                                                   static_timeout_s, scratch_ms)  # fmt: skip
         return result
 
     def _diagnose(self, stage: Stage, outcome: GpuOutcome, arch: Arch, module: CompiledModule, limits: StageLimits,
@@ -224,7 +228,8 @@ class GpuService:
             if outcome.metrics.timing:
                 outcome.metrics.timing = outcome.metrics.timing.without_speedup()
 
-    def _in_worker(self, request: WorkerRequest, limits: StageLimits) -> tuple[GpuOutcome, str | None]:
+    def _in_worker(self, request: WorkerRequest, limits: StageLimits, module: CompiledModule,
+                   arch: Arch) -> tuple[GpuOutcome, str | None]:  # fmt: skip
         """The worker's stages of one request, and the driver error of the kernel's fault, if it faulted."""
         if self._proc is None or self._proc.poll() is not None:
             try:
@@ -236,7 +241,7 @@ class GpuService:
             self._proc.stdin.flush()
         except OSError:  # it died since the last attempt; one fresh start
             self._kill()
-            return self._in_worker(request, limits)
+            return self._in_worker(request, limits, module, arch)
         done: list[StageResult] = []
         current, limited = Stage.RUN, "run"
         deadline = time.monotonic() + limits.run
@@ -249,9 +254,17 @@ class GpuService:
             try:
                 message = self._next(deadline - time.monotonic())
             except queue.Empty:
+                budget = procs.Budget(hang.LOCATE_S)  # cuda-gdb looks at the warps while they still hang
+                kernels = sorted({launch.kernel for launch in module.plan.launches})
+                snap = hang.snapshot(self._proc.pid, kernels, hang.CUDA_GDB_S) if limited != "baseline" else None
                 self._kill()  # the next attempt starts a fresh worker
                 self.restarts += 1
-                return failed(Status.TIMEOUT, _timeout_text(current, limited, limits))
+                outcome, _ = failed(Status.TIMEOUT, _timeout_text(current, limited, limits))
+                if snap is not None:  # the library's own hang is not the answer's to locate
+                    located = hang.locate(snap, module, arch, budget)
+                    done[-1].message += "\n\n" + located.text()
+                    done[-1].detail["hang"] = located.model_dump()
+                return outcome, None
             if message is None:
                 code = self._proc.wait()
                 tail = self._log_tail(600)

@@ -51,6 +51,7 @@ WARMUP_SHARE = 0.1  # of the budget, at most, per function: a slow kernel is war
 FLOOR = {"blocks": 3, "block_runs": 1, "trials": 1, "reps": 1}  # the fewest a plan reduced to fit makes
 RECHECK_SEED_OFFSET = 1_000_003  # of the attempt's seed: the re-check after timing
 REMEASURE_SEED_OFFSET = 2_000_003  # the re-check after re-measuring a speedup above the ceiling
+RESET_RUNS = 10  # timed runs of the scratch reset alone, for the perf pass's time split
 
 
 class TimingOptions(BaseModel):
@@ -283,6 +284,12 @@ def timed_runs(fn: Callable[[], object], flush: L2Flush, n: int) -> list[float]:
         end.record()
     torch.cuda.synchronize()
     return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+
+def reset_ms(reset: Callable[[], object], flush: L2Flush) -> float:
+    """The scratch reset alone, as the candidate's runs do it before their launches: the median of RESET_RUNS runs,
+    each after an L2 flush (ms)."""
+    return statistics.median(timed_runs(reset, flush, RESET_RUNS))
 
 
 def _one_run_ms(fn: Callable[[], object], flush: L2Flush) -> float:

@@ -211,17 +211,23 @@ class _Attempt:
     def _time(self) -> tuple[str, dict]:
         measured = timing.time_attempt(self, self.worker.bench, self.task, self.options)
         self.metrics.timing = measured.metrics
+        if any(b.role == "scratch" for b in self.plan.buffers):  # a part of each timed run, in no kernel's row
+            self.metrics.timing.scratch_init_ms = timing.reset_ms(self.reset_scratch, self.worker.bench.flush)
         return measured.message, measured.detail
 
     # ------------------------------------------------------------ what the timing method asks (timing.Subject)
 
     def launch_sequence(self) -> None:
+        self.reset_scratch()
+        for launch in self.launches:
+            launch.launch(self.stream)
+
+    def reset_scratch(self) -> None:
+        """Each scratch buffer to its declared start (zero, or 0xFF bytes for poison), as before every run."""
         for b in self.plan.buffers:
             if b.role == "scratch":
                 buf = self.buffers[b.name]
                 buf.zero_() if b.init == "zero" else buf.view(torch.uint8).fill_(0xFF)
-        for launch in self.launches:
-            launch.launch(self.stream)
 
     def timing_inputs(self) -> dict[str, torch.Tensor]:
         return self._fill(self.seed + self.trials)  # the first seed after the check's

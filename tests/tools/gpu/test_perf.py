@@ -16,6 +16,7 @@ from tests.gpu.kernels import answer
 from tools.answer import extract_solution
 from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu import perf
+from tools.gpu.base import CompiledModule
 from tools.gpu.limiters import RULES, Sides, limiter
 from tools.options import EvalOptions
 from tools.perf_report import KernelPerf, PerfReport
@@ -227,7 +228,8 @@ def test_the_perf_pass_follows_a_slow_correct_attempt_under_auto(profile, speedu
 def test_without_ncu_the_pass_is_skipped_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(perf.ncu, "find_ncu", lambda: None)
     task = get_task("gemm")
-    stage, result = perf.perf_stage(task, b"", _plan(), perf.LibraryProfiles(0), timeout_s=5)
+    module = CompiledModule(language="ptx", ptx="", cubin=b"", plan=_plan())
+    stage, result = perf.perf_stage(task, module, Arch.SM_90A, perf.LibraryProfiles(0), timeout_s=5, static_timeout_s=5)
     assert (stage.name, stage.state, result) == (Stage.PERF, StageState.SKIPPED, None)
     assert stage.message == "Nsight Compute (ncu) is not installed here"
 
