@@ -38,6 +38,7 @@ COMMANDS = {
     "compile": Command("tools.compile", "compile a .ptx, .cu or answer: resources, SASS, targets", "flags"),
     "evaluate": Command("tools.evaluate", "one answer through every stage: a report, or JSON", "flags"),
     "serve": Command("tools.serve.__main__", "the harness as an HTTP service", "flags"),
+    "mcp": Command("tools.mcp.__main__", "the harness as an MCP server (stdio or streamable HTTP)", "flags"),
     "dask_scheduler": Command("tools.gpu.dask_scheduler", "the evaluation pool's Dask scheduler", "flags"),
     "dask_worker": Command("tools.gpu.dask_worker", "a GPU host's Dask workers, one per GPU", "flags"),
 }

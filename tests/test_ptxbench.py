@@ -25,7 +25,8 @@ def test_the_console_script_is_ptxbench_main() -> None:
 
 def test_every_command_module_is_a_subcommand() -> None:
     agent = {f"agent.{p.stem}" for p in (ROOT / "agent").glob("*.py") if p.stem not in ("__init__", "cli")}
-    harness = {"tasks.__main__", "tools.compile", "tools.evaluate", "tools.serve.__main__", "tools.gpu.dask_worker",
+    harness = {"tasks.__main__", "tools.compile", "tools.evaluate", "tools.serve.__main__", "tools.mcp.__main__",
+               "tools.gpu.dask_worker",
                "tools.gpu.dask_scheduler"}  # fmt: skip
     assert {c.module for c in ptxbench.COMMANDS.values()} == agent | {"agent.bench.__main__"} | harness
 

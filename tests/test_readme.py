@@ -61,7 +61,14 @@ HELP_PENDING = {"tasks"}
 def test_every_command_readme_shows_prints_its_help():
     modules = documented_modules()
     assert {"agent.solve", "agent.bench", "agent.report", "agent.replay", "agent.export_sft"} <= set(modules)
-    harness = {"tools.compile", "tools.evaluate", "tools.serve", "tools.gpu.dask_scheduler", "tools.gpu.dask_worker"}
+    harness = {
+        "tools.compile",
+        "tools.evaluate",
+        "tools.serve",
+        "tools.mcp",
+        "tools.gpu.dask_scheduler",
+        "tools.gpu.dask_worker",
+    }
     assert harness | {"tasks", "agent.rl_prompts", "agent.train_sft"} <= set(modules)
 
     def run(module: str, word: str) -> tuple[str, str, subprocess.CompletedProcess]:
@@ -79,7 +86,7 @@ def test_every_command_readme_shows_prints_its_help():
 
 # ------------------------------------------------------------------------------------ commands that run offline
 
-SERVERS = {"tools.serve", "tools.gpu.dask_scheduler", "tools.gpu.dask_worker"}  # they run until stopped
+SERVERS = {"tools.serve", "tools.mcp", "tools.gpu.dask_scheduler", "tools.gpu.dask_worker"}  # they run until stopped
 # A fine-tune of a real model: its weights, and a GPU. (Its CPU test trains a tiny one: tests/agent/sft.)
 NOT_OFFLINE = SERVERS | {"agent.train_sft"}
 # What the reader fills in: a word in capitals (M, RUN_ID, ANSWER.md, runs/BENCH_ID), optional or alternative
