@@ -23,7 +23,7 @@ from tools.gpu import launcher, ncu, perf
 from tools.gpu.hang import LOCATE_S, find_cuda_gdb
 from tools.gpu.ncu import find_ncu
 from tools.gpu.service import GpuService
-from tools.options import EvalOptions
+from tools.options import EvalOptions, Profile
 from tools.pipeline import build, evaluate_answer, extract
 
 pytestmark = pytest.mark.hopper
@@ -64,7 +64,7 @@ def test_a_bank_conflicting_store_is_named_in_the_perf_feedback(gpu) -> None:
     if find_ncu() is None:
         pytest.skip("Nsight Compute (ncu) is not installed here")
     text = answer("bank_conflicts")
-    ev = run(gpu, text, QUICK.model_copy(update={"profile": "perf"}))
+    ev = run(gpu, text, QUICK.model_copy(update={"profile": Profile.PERF}))
     assert ev.status is Status.PASSED, ev.message
     stage = ev.stage(Stage.PERF)
     print(stage.message)  # what the model reads, for the record

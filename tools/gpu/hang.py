@@ -134,11 +134,11 @@ def find_cuda_gdb() -> Path | None:
 
 def commands(pid: int, kernels: list[str]) -> list[str]:
     """cuda-gdb's arguments: attach to `pid`, list, detach (batch mode ends it). debuginfod is off: the GPU host
-    has no network, and a look-up would spend the budget; no lock file, so several GPUs' workers can be looked at
-    at once."""
+    has no network, and a look-up would spend the budget. (cuda-gdb 13.0 knows no --cuda-use-lockfile option: on
+    our H200 it refused to start with it.)"""
     settings = ["set pagination off", "set confirm off", "set debuginfod enabled off"]
     views = ["info cuda kernels", "info cuda threads", "x/1i $pc", *(f"info address {k}" for k in kernels)]
-    args = ["--cuda-use-lockfile=0", "-q", "-nx", "-batch", *(a for s in settings for a in ("-iex", s)), "-p", str(pid)]
+    args = ["-q", "-nx", "-batch", *(a for s in settings for a in ("-iex", s)), "-p", str(pid)]
     return args + [a for view in views for a in ("-ex", view)]
 
 
