@@ -275,14 +275,25 @@ def _endpoint_changes(bench: Bench, settings: SolveConfig, path: Path) -> dict[s
 
 
 def score_table(trajs: list[Trajectory]) -> str:
-    """Per arch and mode, over all tasks: correct, correct with targets, fast_1, geomean speedup by turn limit."""
-    rows = []
+    """Per arch and mode, over all tasks: correct, unverified, correct with targets, fast_1, geomean speedup by
+    turn limit; a note says what unverified means where some are."""
+    rows, unverified = [], False
     for s in score.suite_scores(trajs):
         g = s.group
         if not score.pooled(g.task) or score.pooled(g.arch):
             continue
+        unverified |= s.unverified > 0
         rows.append((g.model, g.arch, g.mode, s.turn_limit, s.trajectories, percent(s.correct),
-                     percent(s.correct_targets), percent(s.fast_traj[score.FAST_P.index(1.0)]),
+                     percent(s.unverified), percent(s.correct_targets), percent(s.fast_traj[score.FAST_P.index(1.0)]),
                      times(s.geomean_speedup), s.unfinished))  # fmt: skip
-    headers = ("model", "arch", "mode", "turns ≤", "runs", "correct", "+targets", "fast_1", "geomean", "unfinished")
-    return markdown_table(headers, rows) if rows else "(no runs to score)"
+    headers = ("model", "arch", "mode", "turns ≤", "runs", "correct", "unverified", "+targets", "fast_1", "geomean",
+               "unfinished")  # fmt: skip
+    if not rows:
+        return "(no runs to score)"
+    return markdown_table(headers, rows) + (f"\n\n{UNVERIFIED_NOTE}" if unverified else "")
+
+
+UNVERIFIED_NOTE = (
+    "unverified: compiled and checked statically, GPU stages skipped (no GPU of the arch here); not counted as "
+    "correct. Run on a GPU host (or eval.pool=dask://HOST:PORT) for a verdict."
+)

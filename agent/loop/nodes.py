@@ -283,8 +283,8 @@ def _report(ctx: RunContext, turn: int, step: str, evaluation: Evaluation, secon
         kernels = compiled.detail.get("kernels", []) if compiled else []
         regs = ", ".join(f"{k['name']} {k['registers']} regs" for k in kernels[:3])
         text = f"compiled ({regs or 'no kernels reported'}) in {seconds:.1f} s"
-        missing = ctx.gpu.unavailable_reason(ctx.arch)
-        text += f"; GPU stages skipped: {_first_line(missing)}" if missing else "; GPU stages next"
+        # Why they are skipped is said once, when the run starts (agent/loop/run.py), not on every turn.
+        text += "; GPU stages skipped" if ctx.gpu.unavailable_reason(ctx.arch) else "; GPU stages next"
     else:
         text = f"{evaluation.status.value}"
         if evaluation.speedup is not None:

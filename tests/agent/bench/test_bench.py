@@ -22,7 +22,7 @@ from agent import cli
 from agent.bench.__main__ import main
 from agent.bench.plan import load, plan, resolve_archs, resolve_tasks, run_settings, save
 from agent.bench.progress import Progress
-from agent.bench.run import Configured, check_runs, configure, run_bench
+from agent.bench.run import UNVERIFIED_NOTE, Configured, check_runs, configure, run_bench
 from agent.cli import ConfigError
 from agent.loop.config import SolveConfig
 from agent.loop.store import RunFolder
@@ -172,7 +172,11 @@ def test_bench_in_process_then_rerun(tmp_path: Path, runs_dir: Path, capsys: pyt
     }
     assert "b: 4 runs, 0 finished earlier; 3 at a time; GPU stages skipped: turned off (eval.gpu=false)" in err
     assert "4/4  unverified 2 · failed 2" in err  # a run's outcome: its best turn
-    assert "| scripted | sm_90a | multi  | 2       | 2    | 0%      |" in out
+    # multi: both unverified at turn 2 (compile_error, then clean): said apart from correct, with what it means
+    assert "| scripted | sm_90a | multi  | 1       | 2    | 0%      | 0%         |" in out
+    assert "| scripted | sm_90a | multi  | 2       | 2    | 0%      | 100%       |" in out
+    assert "| scripted | sm_90a | single | 1       | 2    | 0%      | 0%         |" in out
+    assert UNVERIFIED_NOTE in out
     assert f"bench folder: {bench_dir}" in out
     bench = load(bench_dir)
     assert (bench.samples, bench.max_turns, bench.modes, len(bench.runs)) == (2, 2, ["single", "multi"], 4)
