@@ -14,9 +14,11 @@ from pathlib import Path
 from agent.bench import score
 from agent.loop.records import Trajectory
 
+# Colours that say what they mean: green passed; amber unverified (not known: no GPU of the arch decided it);
+# every failure a red, the deepest for the one that got furthest (a wrong result), paler for earlier stages.
 COLORS = {
-    "passed": "#2ca02c", "unverified": "#98df8a", "mismatch": "#ff7f0e", "timeout": "#9467bd",
-    "runtime": "#d62728", "abi": "#8c564b", "compile": "#1f77b4", "format": "#7f7f7f", score.NOT_REACHED: "#e5e5e5",
+    "passed": "#2ca02c", "unverified": "#f2c14e", "mismatch": "#c62828", "timeout": "#e0533a",
+    "runtime": "#ec7a5c", "abi": "#f29e80", "compile": "#f6bfae", "format": "#b98b82", score.NOT_REACHED: "#e5e5e5",
 }  # fmt: skip
 # Task and model names come from run folders: drawn as typed, never read as mathtext ('$…$').
 RC = {"text.parse_math": False, "svg.fonttype": "path"}
@@ -177,7 +179,7 @@ def status_per_turn(plt, trajs: list[Trajectory]):
         for cls in (*score.CLASSES, score.NOT_REACHED):
             heights = [s.counts.get(cls, 0) for s in turns]
             if any(heights):
-                ax.bar(x, heights, bottom=bottom, color=COLORS[cls], label=cls.replace("_", " "))
+                ax.bar(x, heights, bottom=bottom, color=COLORS[cls], label=score.LABELS[cls])
                 bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.set(title=f"{model} · {mode}", xlabel="turn", ylabel="trajectories")
         ax.set_xticks(x)

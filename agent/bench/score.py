@@ -26,8 +26,6 @@ TURN_LIMITS = (1, 4, 8)
 FAST_P = (0.0, 0.5, 0.8, 1.0)
 ALL = "all"
 LEGACY_ALL = "all (legacy)"  # legacy runs pooled with each other, never with today's
-NOT_REACHED = "not_reached"  # the trajectory had stopped before this turn (solved, out of answers, or killed)
-
 ERROR_CLASS = {
     Status.EXTRACT_ERROR: "format",
     Status.COMPILE_ERROR: "compile",
@@ -40,6 +38,11 @@ ERROR_CLASS = {
     Status.PASSED: "passed",
 }
 CLASSES = ("passed", "unverified", "mismatch", "timeout", "runtime", "abi", "compile", "format")
+NOT_REACHED = "not_reached"  # the trajectory had stopped before this turn (solved, out of answers, or killed)
+# What a reader calls each class where one word alone would mislead ("compile" reads as "it compiled").
+LABELS = {"passed": "passed", "unverified": "unverified", "mismatch": "mismatch", "timeout": "timeout",
+          "runtime": "runtime error", "abi": "ABI error", "compile": "compile error", "format": "no answer",
+          NOT_REACHED: "not reached"}  # fmt: skip
 
 # ------------------------------------------------------------------------------------ one trajectory
 
