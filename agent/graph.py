@@ -1,4 +1,5 @@
-"""`python -m agent.graph`: the repair loop's graph (agent/loop/graph.py) drawn as Mermaid by LangGraph."""
+"""`python -m agent.graph`: the repair loop's graph (agent/loop/graph.py) as plain Mermaid, for a Markdown page
+(agent/loop/GRAPH.md holds it) or mermaid.live."""
 
 from __future__ import annotations
 

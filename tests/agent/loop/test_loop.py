@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import agent.loop.store
+from agent.graph import main as graph_command
 from agent.loop.graph import mermaid
 from agent.loop.tokens import count_text
 from tests.agent.helpers import FIXTURES, RecordedGpu, answer_replaying, fixture_text, solve, write_script
@@ -206,6 +207,16 @@ def test_replay_redrives_recorded_answers(tmp_path: Path, runs_dir: Path) -> Non
 def test_graph_drawing_is_current() -> None:
     """agent/GRAPH.md carries the Mermaid drawing of the graph as it is wired today."""
     assert mermaid().strip() in (Path(__file__).resolve().parents[3] / "agent" / "loop" / "GRAPH.md").read_text()
+
+
+def test_the_graph_command_prints_plain_mermaid(capsys: pytest.CaptureFixture) -> None:
+    assert graph_command([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flowchart TD\n    __start__([START])\n") and "<" not in out and "&" not in out
+    assert "    compile -.->|gpu_ready| gpu\n" in out and "    generate --> extract\n" in out
+    assert graph_command(["help"]) == 0 and capsys.readouterr().out.startswith("usage: python -m agent.graph\n")
+    assert graph_command(["nonsense"]) == 2
+    assert capsys.readouterr().err == "error: agent.graph takes no settings (got 'nonsense')\n"
 
 
 def test_langgraph_json_exposes_the_graph() -> None:
