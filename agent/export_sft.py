@@ -9,8 +9,11 @@ import shlex
 import sys
 
 from agent import cli
-from agent.loop.store import find_runs
-from agent.sft.export import ExportSettings, export
+from tools.extras import needs
+
+with needs("agent", "python -m agent.export_sft"):
+    from agent.loop.store import find_runs
+    from agent.sft.export import ExportSettings, export
 
 SYNOPSIS = "python -m agent.export_sft DIR… format=fixit|kernelgen out=FILE.jsonl [key=value …]"
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 import sys
 
 from agent import cli
-from agent.loop.graph import mermaid
+from tools.extras import needs
+
+with needs("agent", "python -m agent.graph"):
+    from agent.loop.graph import mermaid
 
 
 def usage() -> str:

@@ -15,12 +15,15 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from agent import cli
-from agent.bench.replay import problem, render, replay
-from agent.loop.config import PoolSetting
-from agent.loop.store import find_runs, read_trajectories
-from tasks.schema import UnknownName
-from tools.pool import open_gpu
-from tools.pool.base import LOCAL, Interrupted
+from tools.extras import needs
+
+with needs("agent", "python -m agent.replay"):
+    from agent.bench.replay import problem, render, replay
+    from agent.loop.config import PoolSetting
+    from agent.loop.store import find_runs, read_trajectories
+    from tasks.schema import UnknownName
+    from tools.pool import open_gpu
+    from tools.pool.base import LOCAL, Interrupted
 
 
 class ReplaySettings(BaseModel):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agent.bench import score
 from agent.loop.records import Trajectory
+from tools.extras import pip_command
 
 # Colours that say what they mean: green passed; amber unverified (not known: no GPU of the arch decided it);
 # every failure a red, the deepest for the one that got furthest (a wrong result), paler for earlier stages.
@@ -54,11 +55,21 @@ def svgs(trajs: list[Trajectory]) -> tuple[dict[str, str], str | None]:
     return _render(trajs, markup)
 
 
-def _render(trajs: list[Trajectory], keep: Callable[[str, object], str]) -> tuple[dict[str, str], str | None]:
+def unavailable() -> str | None:
+    """Why no plot can be drawn here, or None."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
-        return {}, "matplotlib is not installed (pip install 'ptxbench[report]')"
+        return f"matplotlib is not installed ({pip_command('report')})"
+    return None
+
+
+def _render(trajs: list[Trajectory], keep: Callable[[str, object], str]) -> tuple[dict[str, str], str | None]:
+    why = unavailable()
+    if why:
+        return {}, why
+    import matplotlib
+
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 

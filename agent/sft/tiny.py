@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from agent import cli
 from tasks.solutions import available, reference_answer
+from tools.extras import needs
 
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 THINK = ["<think>", "</think>"]  # added tokens, not special ones, as in Qwen3's own tokenizer
@@ -108,11 +109,10 @@ def _build(argv: list[str]) -> int:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise cli.ConfigError(f"{out} exists and is not an empty folder; name a new one")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read by the Hugging Face libraries when first imported
-    try:
-        import trl  # noqa: F401  (only to say which extra is missing before building anything)
+    with needs("train", "python -m agent.sft.tiny"):  # said before anything is built
+        import tokenizers  # noqa: F401
+        import trl  # noqa: F401
         from transformers.utils import logging
-    except ModuleNotFoundError as e:
-        raise cli.ConfigError(f"the tiny model needs the train extra, pip install 'ptxbench[train]' ({e})") from None
     logging.disable_progress_bar()  # a bar for writing one small file
     model_folder(out, reference_texts(), chat_template=True, vocab_size=settings.vocab_size)
     print(f"tiny model: {out} (Qwen3-style, random weights, {settings.vocab_size}-token BPE, Qwen3 chat template)")
