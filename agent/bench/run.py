@@ -59,6 +59,7 @@ class Outcome:
     code: int
     outcome: str  # solved | correct | unverified | failed, or error
     detail: str | None = None
+    tokens: int = 0  # prompt and completion tokens its turns spent
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,8 @@ def run_bench(ready: Configured) -> int:
     bench, bench_dir, concurrency = ready.bench, ready.folder, ready.concurrency
     states = {r.run_id: run_state(bench_dir, r) for r in bench.runs}
     todo = [r for r in bench.runs if states[r.run_id] != "finished"]
-    earlier = Counter(
-        RunFolder(bench_dir / r.run_id).summary().outcome.value for r in bench.runs if states[r.run_id] == "finished"
-    )
+    summaries = [RunFolder(bench_dir / r.run_id).summary() for r in bench.runs if states[r.run_id] == "finished"]
+    earlier = Counter(s.outcome.value for s in summaries)
     settings = ready.settings_of(todo[0]).eval if todo else EvalConfig(gpu=False)
     pool = open_pool(settings.pool, settings.gpu)
     try:
@@ -162,7 +162,8 @@ def run_bench(ready: Configured) -> int:
         + f"\n  folder: {bench_dir}",
         file=sys.stderr,
     )
-    progress = Progress(bench.bench_id, len(bench.runs), earlier, pool.load)
+    tokens = sum(s.prompt_tokens + s.completion_tokens for s in summaries)
+    progress = Progress(bench.bench_id, len(bench.runs), earlier, pool.load, tokens=tokens)
     try:
         outcomes = run_all(todo, lambda run: run_one(ready, run, pool), concurrency, progress)
     except KeyboardInterrupt:
@@ -227,7 +228,7 @@ def run_all(
                 progress.start()
             else:
                 outcomes.append(event)
-                progress.finish(event.outcome)
+                progress.finish(event.outcome, event.tokens)
     except KeyboardInterrupt:
         stop.set()
         raise
@@ -249,7 +250,9 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> Outcome:
     code = execute(prepared, gpu=pool)
     summary = prepared.folder.summary()
     outcome = summary.outcome.value if code == 0 and summary else "error"
-    return Outcome(run.run_id, code, outcome, summary.stop_detail if summary else None)
+    if summary is None:
+        return Outcome(run.run_id, code, outcome)
+    return Outcome(run.run_id, code, outcome, summary.stop_detail, summary.prompt_tokens + summary.completion_tokens)
 
 
 def _discard_unstarted(path: Path) -> None:
