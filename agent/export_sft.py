@@ -9,8 +9,11 @@ import shlex
 import sys
 
 from agent import cli
-from agent.loop.store import find_runs
-from agent.sft.export import ExportSettings, export
+from tools.extras import needs
+
+with needs("agent", "python -m agent.export_sft"):
+    from agent.loop.store import find_runs
+    from agent.sft.export import ExportSettings, export
 
 SYNOPSIS = "python -m agent.export_sft DIR… format=fixit|kernelgen out=FILE.jsonl [key=value …]"
 
@@ -37,6 +40,10 @@ def _export(argv: list[str]) -> int:
         print(f"warning: skipped {s}", file=sys.stderr)
     written = ", ".join(f"{count} in {path}" for path, count in done.files.values())
     print(f"{settings.format}: {done.candidates} candidates from {done.runs} runs → {written}")
+    if done.lacking:
+        runs = sum(done.lacking.values())
+        reasons = "; ".join(f"{count} {reason}" for reason, count in done.lacking.items())
+        print(f"  {runs} run{'s' if runs > 1 else ''} gave none: {reasons}")
     print(f"data card: {done.card_md}")
     return 0
 

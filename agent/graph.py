@@ -1,11 +1,15 @@
-"""`python -m agent.graph`: the repair loop's graph (agent/loop/graph.py) drawn as Mermaid by LangGraph."""
+"""`python -m agent.graph`: the repair loop's graph (agent/loop/graph.py) as plain Mermaid, for a Markdown page
+(agent/loop/GRAPH.md holds it) or mermaid.live."""
 
 from __future__ import annotations
 
 import sys
 
 from agent import cli
-from agent.loop.graph import mermaid
+from tools.extras import needs
+
+with needs("agent", "python -m agent.graph"):
+    from agent.loop.graph import mermaid
 
 
 def usage() -> str:

@@ -13,8 +13,11 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from agent import cli
-from agent.bench.inspect.site import build_site, server
-from agent.loop.store import find_runs
+from tools.extras import needs
+
+with needs("agent", "python -m agent.inspect"):
+    from agent.bench.inspect.site import build_site, server
+    from agent.loop.store import find_runs
 
 
 class InspectSettings(BaseModel):

@@ -9,7 +9,10 @@ from __future__ import annotations
 import sys
 
 from agent import cli
-from agent.sft import mine
+from tools.extras import needs
+
+with needs("agent", "python -m agent.mine_repairs"):
+    from agent.sft import mine
 
 
 def usage() -> str:

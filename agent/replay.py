@@ -15,12 +15,15 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from agent import cli
-from agent.bench.replay import problem, render, replay
-from agent.loop.config import PoolSetting
-from agent.loop.store import find_runs, read_trajectories
-from tasks.schema import UnknownName
-from tools.pool import open_gpu
-from tools.pool.base import LOCAL, Interrupted
+from tools.extras import needs
+
+with needs("agent", "python -m agent.replay"):
+    from agent.bench.replay import problem, render, replay
+    from agent.loop.config import PoolSetting
+    from agent.loop.store import find_runs, read_trajectories
+    from tasks.schema import UnknownName
+    from tools.pool import open_gpu
+    from tools.pool.base import LOCAL, Interrupted
 
 
 class ReplaySettings(BaseModel):
@@ -57,12 +60,15 @@ def _replay(argv: list[str]) -> int:
     results = []
     gpu = open_gpu(settings.pool, settings.device)
     try:
-        for traj, arch in zip(trajs, archs, strict=True):
+        if not settings.json_:  # said once per arch, not once per run
+            for arch in dict.fromkeys(archs):
+                reason = gpu.unavailable_reason(arch)
+                print(f"GPU stages for {arch}: " + (f"skipped ({reason})\n" if reason else "on\n"))
+        for traj in trajs:
             rows = replay(traj, gpu)
             results += rows
             if not settings.json_:
-                reason = gpu.unavailable_reason(arch)
-                print(render(traj, rows, f"GPU stages: skipped ({reason})" if reason else "GPU stages: on") + "\n")
+                print(render(traj, rows) + "\n")
     except Interrupted as e:  # the Dask pool lost an attempt: a replay records nothing, so it is simply run again
         print(f"error: {e}; replay again once the pool is back", file=sys.stderr)
         return 1

@@ -11,8 +11,12 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from agent import cli
-from agent.bench.report import write_report
-from agent.loop.store import find_runs, read_trajectories
+from tools.extras import needs
+
+with needs("agent", "python -m agent.report"):
+    from agent.bench import plots
+    from agent.bench.report import write_report
+    from agent.loop.store import find_runs, read_trajectories
 
 
 class ReportSettings(BaseModel):
@@ -42,6 +46,9 @@ def _report(argv: list[str]) -> int:
             f"no run folders under {', '.join(map(str, dirs))}" + (" that can be read" if skipped else "")
         )
     out = settings.out or dirs[0] / "report"
+    why = plots.unavailable()
+    if why:
+        print(f"warning: plots skipped: {why}; the tables are all there", file=sys.stderr)
     with cli.writing("out", out):
         print(write_report(trajs, out, dirs))
     return 0

@@ -10,11 +10,14 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent import cli
-from agent.bench.plan import resolve_archs, resolve_tasks
-from agent.loop.config import setting_default
-from agent.loop.prompts import parse_prompt
-from agent.rl.dataset import Format, build_rows, write_rows
-from tools.options import EvalOptions
+from tools.extras import needs, pip_command
+
+with needs("agent", "python -m agent.rl_prompts"):
+    from agent.bench.plan import resolve_archs, resolve_tasks
+    from agent.loop.config import setting_default
+    from agent.loop.prompts import parse_prompt
+    from agent.rl.dataset import Format, build_rows, write_rows
+    from tools.options import EvalOptions
 
 SYNOPSIS = "python -m agent.rl_prompts out=FILE.jsonl|FILE.parquet [format=trl|verl|openrlhf|skyrl] [key=value …]"
 
@@ -57,8 +60,7 @@ def _write(argv: list[str]) -> int:
         try:
             write_rows(rows, s.out)
         except ImportError:
-            needs = "out=*.parquet needs pyarrow: pip install 'ptxbench[train]', or write .jsonl"
-            raise cli.ConfigError(needs) from None
+            raise cli.ConfigError(f"out=*.parquet needs pyarrow: {pip_command('train')}, or write .jsonl") from None
     print(f"{s.out}: {len(rows)} prompts ({s.format}; {len(tasks)} tasks × {len(archs)} archs)")
     return 0
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import sys
 
 from agent import cli
-from agent.loop.command_line import from_command_line, usage
-from agent.loop.run import execute
+from tools.extras import needs
+
+with needs("agent", "python -m agent.solve"):
+    from agent.loop.command_line import from_command_line, usage
+    from agent.loop.run import execute
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,10 +14,13 @@ import shlex
 import sys
 
 from agent import cli
-from agent.loop.journal import Journal
-from agent.loop.policies.base import ModelError
-from agent.sft.settings import SynthSettings
-from agent.sft.synth import synthesize
+from tools.extras import needs
+
+with needs("agent", "python -m agent.synth_reasoning"):
+    from agent.loop.journal import Journal
+    from agent.loop.policies.base import ModelError
+    from agent.sft.settings import SynthSettings
+    from agent.sft.synth import synthesize
 
 SYNOPSIS = "python -m agent.synth_reasoning DATA.jsonl llm=openai llm.model=M out=FILE.jsonl [key=value …]"
 

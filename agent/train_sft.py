@@ -13,7 +13,10 @@ import shlex
 import sys
 
 from agent import cli
-from agent.sft.settings import TrainSettings
+from tools.extras import needs
+
+with needs("agent", "python -m agent.train_sft"):
+    from agent.sft.settings import TrainSettings
 
 SYNOPSIS = "python -m agent.train_sft DATA.jsonl [more…] model=PATH_OR_NAME out=DIR [key=value …]"
 
@@ -28,10 +31,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train(argv: list[str]) -> int:
     settings = cli.read(TrainSettings, argv, "data")
-    try:
+    with needs("train", "python -m agent.train_sft"):
         from agent.sft import train  # torch, transformers and TRL: only once there is something to train
-    except ModuleNotFoundError as e:
-        raise cli.ConfigError(f"training needs the train extra, pip install 'ptxbench[train]' ({e})") from None
     prepared = train.prepare(settings, shlex.join(["python", "-m", "agent.train_sft", *argv]))
     print(train.summary(prepared), flush=True)
     record = train.run(prepared)

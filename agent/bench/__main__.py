@@ -10,9 +10,12 @@ from __future__ import annotations
 import sys
 
 from agent import cli
-from agent.bench.plan import MODES, RESERVED, save
-from agent.bench.run import DEFAULTS, check_runs, configure, run_bench
-from agent.loop.config import ENDPOINT_KEYS, setting_default
+from tools.extras import needs
+
+with needs("agent", "python -m agent.bench"):
+    from agent.bench.plan import MODES, RESERVED, save
+    from agent.bench.run import DEFAULTS, check_runs, configure, run_bench
+    from agent.loop.config import ENDPOINT_KEYS, setting_default
 
 
 def usage() -> str:

@@ -13,10 +13,13 @@ from pathlib import Path
 
 from agent.bench import score
 from agent.loop.records import Trajectory
+from tools.extras import pip_command
 
+# Colours that say what they mean: green passed; amber unverified (not known: no GPU of the arch decided it);
+# every failure a red, the deepest for the one that got furthest (a wrong result), paler for earlier stages.
 COLORS = {
-    "passed": "#2ca02c", "unverified": "#98df8a", "mismatch": "#ff7f0e", "timeout": "#9467bd",
-    "runtime": "#d62728", "abi": "#8c564b", "compile": "#1f77b4", "format": "#7f7f7f", score.NOT_REACHED: "#e5e5e5",
+    "passed": "#2ca02c", "unverified": "#f2c14e", "mismatch": "#c62828", "timeout": "#e0533a",
+    "runtime": "#ec7a5c", "abi": "#f29e80", "compile": "#f6bfae", "format": "#b98b82", score.NOT_REACHED: "#e5e5e5",
 }  # fmt: skip
 # Task and model names come from run folders: drawn as typed, never read as mathtext ('$…$').
 RC = {"text.parse_math": False, "svg.fonttype": "path"}
@@ -52,11 +55,21 @@ def svgs(trajs: list[Trajectory]) -> tuple[dict[str, str], str | None]:
     return _render(trajs, markup)
 
 
-def _render(trajs: list[Trajectory], keep: Callable[[str, object], str]) -> tuple[dict[str, str], str | None]:
+def unavailable() -> str | None:
+    """Why no plot can be drawn here, or None."""
     try:
-        import matplotlib
+        import matplotlib  # noqa: F401
     except ImportError:
-        return {}, "matplotlib is not installed (pip install 'ptxbench[report]')"
+        return f"matplotlib is not installed ({pip_command('report')})"
+    return None
+
+
+def _render(trajs: list[Trajectory], keep: Callable[[str, object], str]) -> tuple[dict[str, str], str | None]:
+    why = unavailable()
+    if why:
+        return {}, why
+    import matplotlib
+
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
 
@@ -89,8 +102,18 @@ def _grid(plt, count: int, width: float = 5.0, height: float = 3.6):
     return fig, list(axes.flat)
 
 
+BUDGET_SERIES = (  # field, label, style: a marker of its own each, so curves that coincide stay readable
+    ("pass_at_k", "single-shot pass@k", "o-C0"),
+    ("repair_at_k", "repair: correct ≤ k turns", "s-C1"),
+    ("fast1_pass_at_k", "single-shot fast_1@k", "^--C2"),
+    ("fast1_repair_at_k", "repair: fast_1 ≤ k turns", "v--C3"),
+)
+DODGE = 0.07  # the series drawn this far apart along k, so equal curves lie side by side, not on top
+
+
 def success_vs_budget(plt, trajs: list[Trajectory]):
-    """pass@k of single-shot samples against repair within k turns, per model × arch (over all tasks)."""
+    """pass@k of single-shot samples against repair within k turns, per model × arch (over all tasks); curves with
+    the same values are drawn a little apart and named in a note."""
     curves: dict[tuple[str, str], list[score.BudgetPoint]] = defaultdict(list)
     for p in score.single_vs_multi(trajs):
         if score.pooled(p.group.task) and not score.pooled(p.group.arch):
@@ -99,16 +122,19 @@ def success_vs_budget(plt, trajs: list[Trajectory]):
         return None
     fig, axes = _grid(plt, len(curves))
     for ax, ((model, arch), points) in zip(axes, sorted(curves.items()), strict=False):
-        for field, label, style in (
-            ("pass_at_k", "single-shot pass@k", "o-C0"),
-            ("repair_at_k", "repair: correct ≤ k turns", "s-C1"),
-            ("fast1_pass_at_k", "single-shot fast_1@k", "o--C0"),
-            ("fast1_repair_at_k", "repair: fast_1 ≤ k turns", "s--C1"),
-        ):
-            xy = [(p.k, getattr(p, field)) for p in points if getattr(p, field) is not None]
+        drawn: dict[tuple, list[str]] = defaultdict(list)
+        for i, (field, label, style) in enumerate(BUDGET_SERIES):
+            xy = tuple((p.k, getattr(p, field)) for p in points if getattr(p, field) is not None)
             if xy:
-                ax.plot(*zip(*xy, strict=True), style, label=label, markersize=4)
+                shift = (i - (len(BUDGET_SERIES) - 1) / 2) * DODGE
+                ax.plot([k + shift for k, _ in xy], [v for _, v in xy], style, label=label, markersize=4)
+                drawn[xy].append(label)
+        same = [labels for labels in drawn.values() if len(labels) > 1]
+        if same:
+            note = "; ".join(" = ".join(labels) for labels in same)
+            ax.text(0.02, 0.98, f"same values: {note}", transform=ax.transAxes, fontsize=7, va="top", wrap=True)
         ax.set(title=f"{model} · {arch}", xlabel="attempts k", ylabel="share of problems", ylim=(-0.03, 1.03))
+        ax.xaxis.set_major_locator(plt.MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     fig.suptitle("Success at equal attempt budgets: k samples vs k turns of repair")
@@ -177,7 +203,7 @@ def status_per_turn(plt, trajs: list[Trajectory]):
         for cls in (*score.CLASSES, score.NOT_REACHED):
             heights = [s.counts.get(cls, 0) for s in turns]
             if any(heights):
-                ax.bar(x, heights, bottom=bottom, color=COLORS[cls], label=cls.replace("_", " "))
+                ax.bar(x, heights, bottom=bottom, color=COLORS[cls], label=score.LABELS[cls])
                 bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
         ax.set(title=f"{model} · {mode}", xlabel="turn", ylabel="trajectories")
         ax.set_xticks(x)

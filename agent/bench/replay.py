@@ -117,7 +117,7 @@ def problem(traj: Trajectory) -> tuple[Task, Arch]:
     return get_task(traj.config.task), Arch.resolve(traj.config.arch)
 
 
-def render(traj: Trajectory, rows: list[Replayed], gpu_note: str) -> str:
+def render(traj: Trajectory, rows: list[Replayed]) -> str:
     changed = score.legacy(traj)
     if changed:
         return (f"replay {traj.run_id}: not replayed: the task's definition changed since this run ({changed}), so "
@@ -125,7 +125,7 @@ def render(traj: Trajectory, rows: list[Replayed], gpu_note: str) -> str:
     skipped = sum(t.solution is None for t in traj.turns)
     lines = [
         f"replay {traj.run_id} ({traj.config.task} on {traj.config.arch}): {len(rows)} attempts "
-        f"with a solution" + (f", {skipped} without (not replayed)" if skipped else "") + f"; {gpu_note}",
+        f"with a solution" + (f", {skipped} without (not replayed)" if skipped else ""),
         "",
     ]
     headers = ("turn", "recorded", "speedup", "device", "now", "speedup", "device", "ratio", "flag")

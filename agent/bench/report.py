@@ -66,7 +66,8 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
         f"models: {', '.join(models)}; generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
         "",
         "- **correct**: a turn passed the check against the fp32 reference. *Unverified* attempts (GPU stages "
-        f"skipped: {unverified} of {len(attempts)} here) count as not correct.",
+        f"skipped: {unverified} of {len(attempts)} here) count as not correct; **unverified** is the share of runs "
+        "not correct with such an attempt, which a GPU of the arch would have decided.",
         "- **+targets**: correct with the arch's target instructions executed, in the same turn.",
         "- **speedup**: baseline (cuBLAS/cuDNN) time / kernel time. **fast_p**: correct with speedup > p — per "
         "trajectory (its best turn within the limit) or per attempt (share of turns within the limit).",
@@ -112,12 +113,12 @@ def _headline(scores: list[tuple[str, score.SuiteScore]]) -> str:
     return "## Headline (all tasks)\n\n" + markdown_table(headers, rows)
 
 
-RATES = ("turns ≤", "runs", "correct", "+targets")
+RATES = ("turns ≤", "runs", "correct", "unverified", "+targets")
 
 
 def _rates(s: score.SuiteScore) -> tuple:
     """The cells every score table starts with, in RATES' order."""
-    return s.turn_limit, s.trajectories, percent(s.correct), percent(s.correct_targets)
+    return s.turn_limit, s.trajectories, percent(s.correct), percent(s.unverified), percent(s.correct_targets)
 
 
 def _archs(scores: list[score.SuiteScore]) -> int:

@@ -59,6 +59,7 @@ class RunEnd:
     code: int
     outcome: str  # solved | correct | unverified | failed, or error
     detail: str | None = None
+    tokens: int = 0  # prompt and completion tokens its turns spent
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,8 @@ def run_bench(ready: Configured) -> int:
     bench, bench_dir, concurrency = ready.bench, ready.folder, ready.concurrency
     states = {r.run_id: run_state(bench_dir, r) for r in bench.runs}
     todo = [r for r in bench.runs if states[r.run_id] != "finished"]
-    earlier = Counter(
-        RunFolder(bench_dir / r.run_id).summary().outcome.value for r in bench.runs if states[r.run_id] == "finished"
-    )
+    summaries = [RunFolder(bench_dir / r.run_id).summary() for r in bench.runs if states[r.run_id] == "finished"]
+    earlier = Counter(s.outcome.value for s in summaries)
     settings = ready.settings_of(todo[0]).eval if todo else EvalConfig(gpu=False)
     pool = open_pool(settings.pool, settings.gpu)
     try:
@@ -162,7 +162,8 @@ def run_bench(ready: Configured) -> int:
         + f"\n  folder: {bench_dir}",
         file=sys.stderr,
     )
-    progress = Progress(bench.bench_id, len(bench.runs), earlier, pool.load)
+    tokens = sum(s.prompt_tokens + s.completion_tokens for s in summaries)
+    progress = Progress(bench.bench_id, len(bench.runs), earlier, pool.load, tokens=tokens)
     try:
         outcomes = run_all(todo, lambda run: run_one(ready, run, pool), concurrency, progress)
     except KeyboardInterrupt:
@@ -227,7 +228,7 @@ def run_all(
                 progress.start()
             else:
                 outcomes.append(event)
-                progress.finish(event.outcome)
+                progress.finish(event.outcome, event.tokens)
     except KeyboardInterrupt:
         stop.set()
         raise
@@ -249,7 +250,9 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> RunEnd:
     code = execute(prepared, gpu=pool)
     summary = prepared.folder.summary()
     outcome = summary.outcome.value if code == 0 and summary else "error"
-    return RunEnd(run.run_id, code, outcome, summary.stop_detail if summary else None)
+    if summary is None:
+        return RunEnd(run.run_id, code, outcome)
+    return RunEnd(run.run_id, code, outcome, summary.stop_detail, summary.prompt_tokens + summary.completion_tokens)
 
 
 def _discard_unstarted(path: Path) -> None:
@@ -275,14 +278,25 @@ def _endpoint_changes(bench: Bench, settings: SolveConfig, path: Path) -> dict[s
 
 
 def score_table(trajs: list[Trajectory]) -> str:
-    """Per arch and mode, over all tasks: correct, correct with targets, fast_1, geomean speedup by turn limit."""
-    rows = []
+    """Per arch and mode, over all tasks: correct, unverified, correct with targets, fast_1, geomean speedup by
+    turn limit; a note says what unverified means where some are."""
+    rows, unverified = [], False
     for s in score.suite_scores(trajs):
         g = s.group
         if not score.pooled(g.task) or score.pooled(g.arch):
             continue
+        unverified |= s.unverified > 0
         rows.append((g.model, g.arch, g.mode, s.turn_limit, s.trajectories, percent(s.correct),
-                     percent(s.correct_targets), percent(s.fast_traj[score.FAST_P.index(1.0)]),
+                     percent(s.unverified), percent(s.correct_targets), percent(s.fast_traj[score.FAST_P.index(1.0)]),
                      times(s.geomean_speedup), s.unfinished))  # fmt: skip
-    headers = ("model", "arch", "mode", "turns ≤", "runs", "correct", "+targets", "fast_1", "geomean", "unfinished")
-    return markdown_table(headers, rows) if rows else "(no runs to score)"
+    headers = ("model", "arch", "mode", "turns ≤", "runs", "correct", "unverified", "+targets", "fast_1", "geomean",
+               "unfinished")  # fmt: skip
+    if not rows:
+        return "(no runs to score)"
+    return markdown_table(headers, rows) + (f"\n\n{UNVERIFIED_NOTE}" if unverified else "")
+
+
+UNVERIFIED_NOTE = (
+    "unverified: compiled and checked statically, GPU stages skipped (no GPU of the arch here); not counted as "
+    "correct. Run on a GPU host (or eval.pool=dask://HOST:PORT) for a verdict."
+)

@@ -27,8 +27,6 @@ TURN_LIMITS = (1, 4, 8)
 FAST_P = (0.0, 0.5, 0.8, 1.0)
 ALL = "all"
 LEGACY_ALL = "all (legacy)"  # legacy runs pooled with each other, never with today's
-NOT_REACHED = "not_reached"  # the trajectory had stopped before this turn (solved, out of answers, or killed)
-
 ERROR_CLASS = {
     Status.EXTRACT_ERROR: "format",
     Status.COMPILE_ERROR: "compile",
@@ -41,6 +39,11 @@ ERROR_CLASS = {
     Status.PASSED: "passed",
 }
 CLASSES = ("passed", "unverified", "mismatch", "timeout", "runtime", "abi", "compile", "format")
+NOT_REACHED = "not_reached"  # the trajectory had stopped before this turn (solved, out of answers, or killed)
+# What a reader calls each class where one word alone would mislead ("compile" reads as "it compiled").
+LABELS = {"passed": "passed", "unverified": "unverified", "mismatch": "mismatch", "timeout": "timeout",
+          "runtime": "runtime error", "abi": "ABI error", "compile": "compile error", "format": "no answer",
+          NOT_REACHED: "not reached"}  # fmt: skip
 
 # ------------------------------------------------------------------------------------ one trajectory
 
@@ -97,6 +100,14 @@ def _correct_turns(traj: Trajectory, limit: int) -> list[Turn]:
 
 def correct_at(traj: Trajectory, limit: int) -> bool:
     return bool(_correct_turns(traj, limit))
+
+
+def unverified_at(traj: Trajectory, limit: int) -> bool:
+    """Not correct within the limit, but an attempt ≤ limit ran everything that runs without a GPU and passed
+    it: a GPU would have decided it (no GPU of the arch was there)."""
+    return not correct_at(traj, limit) and any(
+        t.evaluation.status is Status.UNVERIFIED for t in turns_within(traj, limit)
+    )
 
 
 def targets_at(traj: Trajectory, limit: int) -> bool:
@@ -194,9 +205,11 @@ def grouped(trajs: list[Trajectory], by_mode: bool = True) -> dict[Group, list[T
 
 @dataclass(frozen=True)
 class SuiteScore:
-    """A group's rates at one turn limit. fast_traj[i]: share of trajectories correct with best speedup
-    > FAST_P[i] within the limit; fast_turn[i]: share of attempts (turns ≤ limit) correct with speedup
-    > FAST_P[i]. geomean_speedup: over correct attempts; geomean_best: over correct trajectories' best."""
+    """A group's rates at one turn limit. unverified: share of trajectories not correct but with an unverified
+    attempt (unverified_at), kept apart from correct so a run without a GPU does not read as failed.
+    fast_traj[i]: share of trajectories correct with best speedup > FAST_P[i] within the limit; fast_turn[i]:
+    share of attempts (turns ≤ limit) correct with speedup > FAST_P[i]. geomean_speedup: over correct attempts;
+    geomean_best: over correct trajectories' best."""
 
     group: Group
     turn_limit: int
@@ -204,6 +217,7 @@ class SuiteScore:
     unfinished: int
     attempts: int
     correct: float
+    unverified: float
     correct_targets: float
     fast_traj: tuple[float, ...]
     fast_turn: tuple[float | None, ...]
@@ -236,6 +250,7 @@ def suite_score(group: Group, trajs: list[Trajectory], limit: int) -> SuiteScore
         unfinished=sum(not finished(traj) for traj in trajs),
         attempts=len(attempts),
         correct=sum(correct_at(traj, limit) for traj in trajs) / n,
+        unverified=sum(unverified_at(traj, limit) for traj in trajs) / n,
         correct_targets=sum(targets_at(traj, limit) for traj in trajs) / n,
         fast_traj=tuple(sum(fast_at(traj, limit, p) for traj in trajs) / n for p in FAST_P),
         fast_turn=tuple(sum(s > p for s in speedups) / len(attempts) if attempts else None for p in FAST_P),

@@ -38,7 +38,17 @@ def build_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
 
 
 def mermaid() -> str:
-    return build_graph().get_graph().draw_mermaid()
+    """The graph as plain Mermaid, drawn from LangGraph's own description of it (its draw_mermaid writes HTML
+    into the labels, <p> and &nbsp;, which a Markdown renderer shows as text): start and end as stadiums,
+    the routers' outcomes as labels on dotted edges."""
+    drawn = build_graph().get_graph()
+    ends = {START: "START", END: "END"}  # a node labelled "end" would end a Mermaid block
+    lines = ["flowchart TD"]
+    lines += [f"    {key}([{ends[key]}])" if key in ends else f"    {key}[{key}]" for key in drawn.nodes]
+    for edge in drawn.edges:
+        arrow = f"-.->|{edge.data}|" if edge.conditional and edge.data else "-->"
+        lines.append(f"    {edge.source} {arrow} {edge.target}")
+    return "\n".join(lines) + "\n"
 
 
 graph = build_graph()

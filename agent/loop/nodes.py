@@ -303,9 +303,8 @@ def _report(ctx: RunContext, turn: int, step: str, evaluation: Evaluation, secon
     failed = next((s for s in evaluation.stages if s.state is StageState.FAILED), None)
     if failed is not None:
         text = f"{evaluation.status.value} at {failed.name.value}: {_first_line(failed.message)}"
-    elif static:  # built, and the run's GPU cannot run it
-        text = f"compiled ({_registers(evaluation.stages)}) in {seconds:.1f} s; GPU stages skipped: "
-        text += _first_line(ctx.gpu_unavailable or "")
+    elif static:  # built, and the run's GPU cannot run it: why is said once, when the run starts (agent/loop/run.py)
+        text = f"compiled ({_registers(evaluation.stages)}) in {seconds:.1f} s; GPU stages skipped"
     else:
         text = f"{evaluation.status.value}"
         if evaluation.speedup is not None:

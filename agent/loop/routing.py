@@ -25,7 +25,9 @@ def after_feedback(state: LoopState) -> Literal["next_turn", "stop"]:
 
 def stop_reason(results: list[TurnResult], settings: SolveConfig, max_answers: int | None) -> StopReason | None:
     """Why the run ends after these turns, or None to go on. Budgets are checked between turns: a turn
-    in flight is never cut short."""
+    in flight is never cut short. Where several hold at once the first named is the reason: the limits the user
+    set, then `unverified`, then an offline policy's answers running out (a reference run without a GPU stops
+    `unverified`: that no GPU judged its one answer is what its user must know, not that it had only one)."""
     if any(r["solved"] for r in results):
         return StopReason.SOLVED
     done = len(results)
@@ -35,8 +37,8 @@ def stop_reason(results: list[TurnResult], settings: SolveConfig, max_answers: i
         return StopReason.TOKEN_BUDGET
     if settings.max_wall_s is not None and sum(r["seconds"] for r in results) >= settings.max_wall_s:
         return StopReason.WALL_BUDGET
-    if max_answers is not None and done >= max_answers:
-        return StopReason.POLICY_EXHAUSTED
     if sum(r["status"] == Status.UNVERIFIED for r in results) >= settings.unverified_turns:
         return StopReason.UNVERIFIED  # nothing more is learned here about a kernel that may already be right
+    if max_answers is not None and done >= max_answers:
+        return StopReason.POLICY_EXHAUSTED
     return None

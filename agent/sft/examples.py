@@ -16,6 +16,7 @@ model wrote.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -126,17 +127,47 @@ def examples(trajectory: Trajectory, kind: Kind) -> list[Example]:
     return found
 
 
-def collect(folders: list[RunFolder], kind: Kind) -> tuple[list[Example], list[str]]:
-    """Candidates from every run folder, ordered by task, arch and id; and the folders that could not be
-    read, each with why."""
+@dataclass(frozen=True)
+class Collected:
+    """Candidates from every run folder, ordered by task, arch and id; the folders that could not be read, each
+    with why; and, per reason (lacks), how many readable runs gave no candidate."""
+
+    candidates: list[Example]
+    skipped: list[str]
+    lacking: dict[str, int]
+
+
+def collect(folders: list[RunFolder], kind: Kind) -> Collected:
+    """The candidates of `kind` in `folders`, and why the others gave none."""
     found: list[Example] = []
-    skipped = []
+    skipped, lacking = [], Counter()
     for folder in folders:
         try:
-            found += examples(folder.trajectory(), kind)
+            trajectory = folder.trajectory()
         except (OSError, ValueError, KeyError) as e:  # RunFolderError and pydantic's are ValueErrors
             skipped.append(f"{folder.path}: {e}")
-    return sorted(found, key=lambda e: (e.task, e.arch, e.id)), skipped
+            continue
+        mine = examples(trajectory, kind)
+        found += mine
+        if not mine:
+            lacking[lacks(trajectory, kind)] += 1
+    return Collected(sorted(found, key=lambda e: (e.task, e.arch, e.id)), skipped, dict(lacking.most_common()))
+
+
+def lacks(trajectory: Trajectory, kind: Kind) -> str:
+    """What a run that gives no candidate of `kind` lacked, in the words the exporter prints."""
+    statuses = [t.evaluation.status for t in trajectory.turns]
+    if not statuses:
+        return "no attempt"
+    if Status.PASSED not in statuses:
+        if Status.UNVERIFIED in statuses:
+            return "no GPU verdict (attempts unverified: evaluated without a GPU of the arch)"
+        return "no passed attempt"
+    if all(t.cuts for t in trajectory.turns if t.evaluation.status is Status.PASSED):
+        return "passed attempts too large to keep whole"
+    if kind == "kernelgen":
+        return "passed attempts without their prompts recorded"
+    return "no failed attempt right before a passed one (unverified is not a failure)"
 
 
 def _has_prompts(turn: Turn) -> bool:

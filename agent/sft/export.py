@@ -88,12 +88,14 @@ class Exported:
     files: dict[str, tuple[Path, int]]  # name → (path, examples)
     card_md: Path
     skipped: list[str]
+    lacking: dict[str, int]  # why readable runs gave no candidate: reason → runs
 
 
 def export(folders: list[RunFolder], settings: ExportSettings, command: str) -> Exported:
     """Select examples from `folders` and write the files and the data card; `command` is recorded in it."""
     filters = settings.filters()
-    candidates, skipped = collect(folders, settings.format)
+    collected = collect(folders, settings.format)
+    candidates, skipped = collected.candidates, collected.skipped
     selection = select(candidates, filters)
     stem = settings.out.with_suffix("")
     paths = {"train": settings.out}
@@ -106,7 +108,7 @@ def export(folders: list[RunFolder], settings: ExportSettings, command: str) -> 
     card = build_card(settings.format, selection, filters, paths, command, len(folders), skipped)
     _, card_md = write_card(card, stem)
     files = {name: (path, card["files"][name]["examples"]) for name, path in paths.items()}
-    return Exported(len(candidates), len(folders), files, card_md, skipped)
+    return Exported(len(candidates), len(folders), files, card_md, skipped, collected.lacking)
 
 
 def write_jsonl(path: Path, examples: list[Example]) -> None:

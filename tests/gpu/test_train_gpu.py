@@ -1,4 +1,4 @@
-"""`python -m agent.train_sft` on a GPU: the tiny random-init Qwen3-style model (tests/agent/sft/tiny.py) in
+"""`python -m agent.train_sft` on a GPU: the tiny random-init Qwen3-style model (agent/sft/tiny.py) in
 bf16 for a few optimizer steps on the exported fixtures, then the adapter reloaded on the GPU. Needs the train
 extra (trl and datasets travel as wheels to the GPU image); downloads nothing."""
 
@@ -25,7 +25,7 @@ def test_lora_training_in_bf16_on_the_gpu(tmp_path: Path, monkeypatch: pytest.Mo
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from tests.agent.sft import tiny
+    from agent.sft import tiny
 
     files = [EXPORTED / n for n in ("fixit.jsonl", "kernelgen.jsonl", "fixit.holdout.jsonl")]
     model_dir = tiny.model_folder(tmp_path / "tiny", tiny.texts(files))

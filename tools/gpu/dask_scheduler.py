@@ -11,8 +11,11 @@ DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL=60s dask scheduler."""
 
 from __future__ import annotations
 
-import dask
-from distributed.cli import dask_scheduler
+from tools.extras import needs
+
+with needs("dask", "python -m tools.gpu.dask_scheduler"):
+    import dask
+    from distributed.cli import dask_scheduler
 
 SETTINGS = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-ttl": "60s"}
 

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from tasks.catalog import get_task
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
+from tools.extras import needs
 from tools.gpu import launcher
 from tools.gpu.base import Gpu
 from tools.gpu.devices import NoDevice, device_info, visible_count
@@ -31,6 +32,9 @@ from tools.gpu.protocol import PROTOCOL, EvalReply, EvalRequest
 from tools.gpu.service import GpuService
 from tools.gpu.stages import skipped
 from tools.pool.base import scheduler_address
+
+with needs("dask", "python -m tools.gpu.dask_worker"):
+    import distributed  # noqa: F401  (the workers this starts, and whose preload this module is, are Dask's)
 
 PRELOAD = "tools.gpu.dask_worker"
 TLS_FLAGS = ("--tls-ca-file", "--tls-cert", "--tls-key")  # passed to `dask worker` as given

@@ -47,10 +47,8 @@ def _driver():
         raise NoDevice(f"cuda-python is not installed here ({e})") from None
     try:
         (err,) = driver.cuInit(0)
-    except Exception as e:  # the driver library is missing
-        raise NoDevice(
-            f"no usable NVIDIA GPU here ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
-        ) from None
+    except Exception:  # the driver library is missing; cuda-bindings' own sentence about it is a paragraph
+        raise NoDevice("no usable NVIDIA GPU here (no NVIDIA driver)") from None
     if err != driver.CUresult.CUDA_SUCCESS:
         raise NoDevice(f"no usable NVIDIA GPU here (cuInit: {getattr(err, 'name', err)})")
     return driver

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
+from tools.extras import pip_command
 from tools.gpu.base import Gpu
 
 LOCAL = "local"
@@ -59,6 +60,6 @@ def scheduler_address(pool: str) -> str | None:
     if match is None or not 0 < int(match["port"]) < 65536:
         raise ValueError(f"{pool!r} is not a pool: use local, dask://HOST:PORT, tcp://HOST:PORT or tls://HOST:PORT")
     if importlib.util.find_spec("distributed") is None:
-        raise ValueError(f"{pool!r} needs Dask: pip install 'ptxbench[dask]'")
+        raise ValueError(f"{pool!r} needs the dask extra (distributed is not installed): {pip_command('dask')}")
     scheme = "tcp" if match["scheme"] == "dask" else match["scheme"]
     return f"{scheme}://{match['host']}:{match['port']}"

@@ -11,10 +11,15 @@ import ipaddress
 import os
 import sys
 
+from tools.extras import needs
 from tools.pool import open_pool
 from tools.pool.base import LOCAL
-from tools.serve.app import create_app
 from tools.serve.runner import Runner
+
+with needs("serve", "python -m tools.serve"):  # the service's own dependencies; the harness runs without them
+    import uvicorn
+
+    from tools.serve.app import create_app
 
 TOKEN_ENV = "PTXBENCH_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -50,8 +55,6 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: --pool: {e}", file=sys.stderr)
         return 2
-    import uvicorn  # the service's own dependency (the `serve` extra); the harness runs without it
-
     runner = Runner(pool, args.static_workers, args.gpu_concurrency)
     app = create_app(runner, token, pool.describe())
     print(f"serving PTXBench on http://{args.host}:{args.port} (pool: {pool.describe()}; "

@@ -171,7 +171,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(times=times, percent=percent, numbers=_numbers, count=lambda n: f"{n:,}",
-                       lines=lambda n: f"{n:,} line" + ("" if n == 1 else "s"),
+                       label=score.LABELS.__getitem__, lines=lambda n: f"{n:,} line" + ("" if n == 1 else "s"),
                        compact_json=lambda value: json.dumps(value, separators=(", ", ": ")))  # fmt: skip
     env.globals.update(colours=plots.COLORS, fast_p=score.FAST_P, fast1=score.FAST_P.index(1.0),
                        generated=datetime.now(UTC).isoformat(timespec="seconds"))  # fmt: skip

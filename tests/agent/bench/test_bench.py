@@ -3,26 +3,31 @@ answers and the real ptxas (eval.gpu=false), in process and as a subprocess kill
 
 from __future__ import annotations
 
+import fcntl
 import inspect
 import io
 import json
 import os
+import pty
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+import agent.bench.progress
 import agent.bench.run
 import agent.loop.run
 from agent import cli
 from agent.bench.__main__ import main
 from agent.bench.plan import load, plan, resolve_archs, resolve_tasks, run_settings, save
 from agent.bench.progress import Progress
-from agent.bench.run import Configured, check_runs, configure, run_bench
+from agent.bench.run import UNVERIFIED_NOTE, Configured, check_runs, configure, run_bench
 from agent.cli import ConfigError
 from agent.loop.config import SolveConfig
 from agent.loop.store import RunFolder
@@ -120,14 +125,45 @@ def test_progress_lines_off_a_terminal() -> None:
     stream = io.StringIO()
     progress = Progress("b1", 4, Counter({"solved": 1}), stream=stream)
     progress.start()
-    progress.finish("error")
+    progress.finish("error", tokens=1500)
     progress.start()
     progress.draw()  # the clock alone: no line off a terminal
     assert stream.getvalue().splitlines() == [
-        "b1 [############------------] 2/4  solved 1 · error 1  | 0 running | 0:00"
+        "b1 [############------------] 2/4  solved 1 · error 1 | 0 running, 2 queued | 1,500 tokens | 0:00, ETA 0:00"
     ]
-    progress.finish("unverified")
-    assert stream.getvalue().splitlines()[-1].startswith("b1 [##################------] 3/4  solved 1 · unverified 1")
+    progress.finish("unverified", tokens=500)
+    assert (
+        stream.getvalue()
+        .splitlines()[-1]
+        .startswith(
+            "b1 [##################------] 3/4  solved 1 · unverified 1 · error 1 | 0 running, 1 queued | 2,000 tokens"
+        )
+    )
+
+
+def test_the_eta_is_the_rate_of_this_invocations_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter([100.0, 160.0, 160.0])  # started; then 60 s later, one run done of the 3 left
+    monkeypatch.setattr(agent.bench.progress.time, "monotonic", lambda: next(clock))
+    stream = io.StringIO()
+    progress = Progress("b1", 4, Counter({"solved": 1}), stream=stream)
+    progress.running = 1
+    progress.finish("failed")
+    assert stream.getvalue().endswith("| 0 running, 2 queued | 0 tokens | 1:00, ETA 2:00\n")  # 60 s a run, 2 left
+
+
+def test_progress_on_a_terminal_is_a_bar_redrawn_in_place() -> None:
+    main_end, side = on_a_terminal()
+    with open(side, "w", encoding="utf-8") as stream:
+        progress = Progress("b1", 4, Counter({"solved": 1}), stream=stream, tokens=100)
+        progress.start()
+        progress.finish("unverified", tokens=2400)
+        progress.draw()
+        progress.close()
+    drawn = read_all(main_end)
+    assert "\r" in drawn and drawn.count("\n") == 1  # redrawn in place, one line left at the end
+    last = drawn.rstrip().rsplit("\r", 1)[-1]
+    assert last.startswith("b1 ") and "█" in last and "2/4, solved 1 · unverified 1 | 0 running, 2 queued" in last
+    assert "| 2,500 tokens | 0:00, ETA 0:00" in last
 
 
 def test_progress_shows_the_pools_evaluations_per_arch_and_host() -> None:
@@ -138,7 +174,8 @@ def test_progress_shows_the_pools_evaluations_per_arch_and_host() -> None:
     progress.start()
     progress.finish("solved")
     assert stream.getvalue().splitlines() == [
-        "b1 [############------------] 1/2  solved 1  | 0 running | 0:00 | sm_100a 0 running 1 queued (10.0.0.7 0+1); "
+        "b1 [############------------] 1/2  solved 1 | 0 running, 1 queued | 0 tokens | 0:00, ETA 0:00 | "
+        "sm_100a 0 running 1 queued (10.0.0.7 0+1); "
         "sm_90a 2 running 3 queued (10.0.0.5 1+3, 10.0.0.6 1+0)"
     ]
 
@@ -172,7 +209,11 @@ def test_bench_in_process_then_rerun(tmp_path: Path, runs_dir: Path, capsys: pyt
     }
     assert "b: 4 runs, 0 finished earlier; 3 at a time; GPU stages skipped: turned off (eval.gpu=false)" in err
     assert "4/4  unverified 2 · failed 2" in err  # a run's outcome: its best turn
-    assert "| scripted | sm_90a | multi  | 2       | 2    | 0%      |" in out
+    # multi: both unverified at turn 2 (compile_error, then clean): said apart from correct, with what it means
+    assert "| scripted | sm_90a | multi  | 1       | 2    | 0%      | 0%         |" in out
+    assert "| scripted | sm_90a | multi  | 2       | 2    | 0%      | 100%       |" in out
+    assert "| scripted | sm_90a | single | 1       | 2    | 0%      | 0%         |" in out
+    assert UNVERIFIED_NOTE in out
     assert f"bench folder: {bench_dir}" in out
     bench = load(bench_dir)
     assert (bench.samples, bench.max_turns, bench.modes, len(bench.runs)) == (2, 2, ["single", "multi"], 4)
@@ -224,6 +265,53 @@ def cli_process(*args: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def on_a_terminal(columns: int = 200) -> tuple[int, int]:
+    """A pty (its reading end, its terminal end) with a window `columns` wide, as a terminal has."""
+    reader, side = pty.openpty()
+    fcntl.ioctl(side, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    return reader, side
+
+
+def read_all(fd: int) -> str:
+    """What was written to a pty, read from its other end until the writer has closed."""
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the writing end is closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode()
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_the_bench_draws_a_bar_on_a_terminal_and_lines_elsewhere(tmp_path: Path, runs_dir: Path, terminal: bool):
+    script = write_script(tmp_path / "script.json", [fixture_text("fill_typo.md"), fixture_text("fill_ok.md")])
+    args = ["tasks=gemm", "archs=h100", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
+            "concurrency=2", "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=p"]  # fmt: skip
+    main_end, side = on_a_terminal() if terminal else (None, subprocess.PIPE)
+    proc = subprocess.Popen([sys.executable, "-m", "agent.bench", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=side, env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"})  # fmt: skip
+    if terminal:
+        os.close(side)
+        err = read_all(main_end)
+    else:
+        err = proc.stderr.read().decode()
+    out = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == 0, err
+    assert "| scripted | sm_90a | multi  | 2       | 2    | 0%      | 100%       |" in out
+    progress = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("p ")]
+    assert progress[-1].startswith("p ") and "4/4" in progress[-1] and "ETA 0:00" in progress[-1]
+    if terminal:  # a bar redrawn in place with \r, its own glyphs
+        assert "\r" in err and "█" in progress[-1] and "4/4, unverified 2 · failed 2 | 0 running, 0 queued" in err
+    else:  # one plain line per finished run, nothing redrawn
+        assert "\r" not in err and len(progress) == 4
+        assert progress[-1].startswith("p [########################] 4/4  unverified 2 · failed 2 | 0 running, 0")
 
 
 def has_event(path: Path, name: str, **fields: object) -> bool:

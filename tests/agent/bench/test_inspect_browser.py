@@ -5,6 +5,7 @@ Chromium or Playwright; .ci/run installs both."""
 
 from __future__ import annotations
 
+import colorsys
 import io
 import shutil
 from collections.abc import Iterator
@@ -23,6 +24,8 @@ RUNS = Path(make_runs.__file__).parent
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
 BIG_LINES = 20_000
+# One feedback line far wider than the page, with a token no space breaks.
+LONG_FEEDBACK = "mismatch at out[3, 7]: " + "expected 1.0 got 0.0; " * 120 + "x" * 400
 
 
 def chromium() -> str | None:
@@ -42,6 +45,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     solution = Solution(language="ptx", source=source, launch=LaunchSpec.model_validate(
         {"launches": [{"kernel": "k", "grid": [1, 1, 1], "block": [32, 1, 1]}]}))  # fmt: skip
     turn = make_runs.turn(1, make_runs.evaluation(make_runs.GEMM, "UV", solution), f"```ptx\n{source}```", solution)
+    turn = turn.model_copy(update={"feedback": LONG_FEEDBACK})
     make_runs.write_run(runs, "big", make_runs.GEMM, 8, [turn], None)
     out = tmp_path_factory.mktemp("site")
     build_site(runs, out)
@@ -158,3 +162,40 @@ def test_hostile_output_stays_text(site: Path, page) -> None:
     assert HOSTILE in page.locator("#turn-1").inner_text()
     page.locator("#turn-1 summary", has_text="the whole answer").click()
     assert page.locator("#turn-1").inner_text().count("<script>alert(1)</script>") >= 3
+
+
+def hue(css: str) -> float:
+    """The hue in degrees of a computed 'rgb(r, g, b)' colour."""
+    r, g, b = (int(v) / 255 for v in css[css.index("(") + 1 : css.index(")")].split(",")[:3])
+    return colorsys.rgb_to_hsv(r, g, b)[0] * 360
+
+
+def test_status_colours_say_what_they_mean(site: Path, page) -> None:
+    """Green passed; unverified its own colour (neither green nor red); every failure a red, never blue."""
+    page.goto((site / "index.html").as_uri())
+    background = "(e) => getComputedStyle(e).backgroundColor"
+    legend = {
+        b.get_attribute("class").split("st-")[1]: (b.inner_text(), b.evaluate(background))
+        for b in page.locator("#legend .badge").all()
+    }
+    assert set(legend) == set(COLORS)
+    assert 90 <= hue(legend["passed"][1]) <= 150
+    assert 35 <= hue(legend["unverified"][1]) <= 60  # amber: not known
+    for cls in ("mismatch", "timeout", "runtime", "abi", "compile", "format"):
+        assert hue(legend[cls][1]) <= 20 or hue(legend[cls][1]) >= 340, (cls, legend[cls])
+    assert legend["compile"][0] == "compile error"
+    chip = page.locator("#grid a.chip.st-compile").first  # a run whose every turn failed to compile
+    assert chip.locator("b").inner_text() == "compile error"
+    assert chip.evaluate(background) == legend["compile"][1]
+
+
+def test_long_feedback_lines_wrap(site: Path, page) -> None:
+    page.goto((site / "runs" / "bench" / "big.html").as_uri())
+    feedback = page.locator("#turn-1 details.fold", has_text="feedback").locator("pre.src")
+    assert feedback.evaluate("(e) => getComputedStyle(e).whiteSpace") == "pre-wrap"
+    width, scroll, height = feedback.evaluate("(e) => [e.clientWidth, e.scrollWidth, e.clientHeight]")
+    assert scroll <= width <= 1280 and height > 5 * 16  # wrapped onto many lines, nothing hidden to the right
+    assert feedback.inner_text().replace("\n", "") == LONG_FEEDBACK
+    source = page.locator("#turn-1 details.lazy", has_text="PTX source")
+    source.locator("summary").click()
+    assert source.locator("pre.src").evaluate("(e) => getComputedStyle(e).whiteSpace") == "pre"  # one line, one number

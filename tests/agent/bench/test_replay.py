@@ -7,6 +7,7 @@ Recorded (tests/fixtures/runs/make_runs.py, write_replay): 1 compile_error · 2 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,7 @@ def test_divergences_against_a_scripted_gpu() -> None:
     assert (rows[2].ratio, rows[2].combined_spread) == (pytest.approx(1.6), pytest.approx(0.075))
     assert (rows[2].recorded.spread, rows[2].now.spread) == (None, pytest.approx(0.025))
     assert rows[1].ratio is None and rows[1].combined_spread is None
-    line = next(x for x in render(traj, rows, "GPU stages: on").splitlines() if x.startswith("| 4 "))
+    line = next(x for x in render(traj, rows).splitlines() if x.startswith("| 4 "))
     assert "| 0.800×  | NVIDIA H200 | 1.600 (±7.5%) | speedup moved ×1.60 (beyond ±7.5%) |" in line
     assert rows[1].recorded.device == "NVIDIA H100 80GB HBM3" and rows[1].now.device == "NVIDIA H200"
     assert rows[2].now.speedup == 0.8
@@ -85,10 +86,18 @@ def test_cli_without_a_gpu(capsys: pytest.CaptureFixture) -> None:
     assert main([str(RUN), "--device", "0"]) == 0
     out = capsys.readouterr().out
     assert "replay gemm-replay (gemm_n7168_k5120 on sm_90a): 4 attempts with a solution, 1 without" in out
-    assert "GPU stages: skipped (" in out
+    assert out.startswith("GPU stages for sm_90a: skipped (no usable NVIDIA GPU here")
     row = "| 2    | passed        | 1.070×  | NVIDIA H100 80GB HBM3 | unverified    | -       | -      | -     |"
     assert row + " not verified here |" in out
     assert "3 not verified here" in out
+
+
+def test_the_gpu_reason_is_said_once(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    for name in ("a", "b", "c"):
+        shutil.copytree(RUN, tmp_path / name)
+    assert main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\nreplay ") == 3 and out.count("GPU stages") == 1
 
 
 def test_cli_json(capsys: pytest.CaptureFixture) -> None:
@@ -110,7 +119,8 @@ def test_cli_on_a_dask_pool(dask_gpus: Cluster, capsys: pytest.CaptureFixture) -
     """Through the pool's sm_90a worker, which has no GPU either: on for the pool, skipped by the worker."""
     assert main([str(RUN), f"pool={dask_gpus.address}"]) == 0
     out = capsys.readouterr().out
-    assert "4 attempts with a solution, 1 without (not replayed); GPU stages: on" in out
+    assert out.startswith("GPU stages for sm_90a: on\n")
+    assert "4 attempts with a solution, 1 without (not replayed)\n" in out
     assert "3 not verified here" in out
 
 

@@ -91,8 +91,19 @@ def test_one_trajectory_at_turn_limits(trajs: list[Trajectory]) -> None:
     assert score.best_speedup_at(m01, 8) == 0.9
     assert score.first_turn(m01) == 5 and score.first_turn(m01, with_targets=True) == 7
     assert score.best_speedup_at(m01, 4) is None
-    # unverified never counts as correct
+    # unverified never counts as correct, and is counted apart
     assert not score.correct_at(one(trajs, A, "single", 2), 1)
+    assert score.unverified_at(one(trajs, A, "single", 2), 1) and not score.unverified_at(one(trajs, A, "single", 1), 1)
+
+
+def test_unverified_share(trajs: list[Trajectory]) -> None:
+    # A single: CE · MM · UV · FMT → 1/4; A multi: m00 UV UV (not correct), m01 CE P2.0F MM (correct at 2)
+    assert suite(trajs, A, "single", 1).unverified == 0.25
+    assert suite(trajs, A, "multi", 1).unverified == 0.5
+    assert suite(trajs, A, "multi", 4).unverified == 0.5
+    # gemm has no unverified attempt; pooled over both tasks at 4 turns: A's m00 alone, 1 of 4
+    assert suite(trajs, G, "multi", 8).unverified == 0.0
+    assert suite(trajs, ALL, "multi", 4).unverified == 0.25
 
 
 def test_turn_limits() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import agent.loop.store
+from agent.graph import main as graph_command
 from agent.loop.graph import mermaid
 from agent.loop.tokens import count_text
 from tests.agent.helpers import FIXTURES, RecordedGpu, answer_replaying, fixture_text, solve, write_script
@@ -39,7 +40,7 @@ def test_compile_error_then_fix_with_real_ptxas(runs_dir: Path, capsys: pytest.C
     assert turns[1].solution is not None and turns[1].solution.launch.launches[0].kernel == "fill_kernel"
     summary = folder.summary()
     assert summary.outcome == "unverified"
-    assert summary.stop_reason == "policy_exhausted"
+    assert summary.stop_reason == "unverified"  # the script's answers are spent too; no GPU judged the last
     assert summary.statuses == ["compile_error", "unverified"]
     assert summary.best_turn == 2
     attempts = sorted(p.name for p in (folder.path / "attempts").iterdir())
@@ -200,12 +201,22 @@ def test_replay_redrives_recorded_answers(tmp_path: Path, runs_dir: Path) -> Non
     assert code == 0
     assert [t.response for t in replayed.turns()] == [t.response for t in recorded.turns()]
     assert replayed.summary().statuses == ["compile_error", "unverified"]
-    assert replayed.summary().stop_reason == "policy_exhausted"
+    assert replayed.summary().stop_reason == "unverified"
 
 
 def test_graph_drawing_is_current() -> None:
     """agent/loop/GRAPH.md carries the Mermaid drawing of the graph as it is wired today."""
     assert mermaid().strip() in (Path(__file__).resolve().parents[3] / "agent" / "loop" / "GRAPH.md").read_text()
+
+
+def test_the_graph_command_prints_plain_mermaid(capsys: pytest.CaptureFixture) -> None:
+    assert graph_command([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("flowchart TD\n    __start__([START])\n") and "<" not in out and "&" not in out
+    assert "    compile -.->|gpu_ready| gpu\n" in out and "    generate --> extract\n" in out
+    assert graph_command(["help"]) == 0 and capsys.readouterr().out.startswith("usage: python -m agent.graph\n")
+    assert graph_command(["nonsense"]) == 2
+    assert capsys.readouterr().err == "error: agent.graph takes no settings (got 'nonsense')\n"
 
 
 def test_langgraph_json_exposes_the_graph() -> None:

@@ -24,8 +24,8 @@ def test_routers() -> None:
     assert after_feedback({"stop_reason": "solved"}) == "stop"
 
 
-def result(turn: int, solved: bool = False, tokens: int = 100, seconds: float = 1.0) -> dict:
-    return {"turn": turn, "status": "passed" if solved else "mismatch", "solved": solved, "tokens": tokens,
+def result(turn: int, solved: bool = False, tokens: int = 100, seconds: float = 1.0, status: str = "mismatch") -> dict:
+    return {"turn": turn, "status": "passed" if solved else status, "solved": solved, "tokens": tokens,
             "seconds": seconds}  # fmt: skip
 
 
@@ -42,6 +42,12 @@ def result(turn: int, solved: bool = False, tokens: int = 100, seconds: float = 
         ([result(1, seconds=30.0)], {"max_wall_s": 20}, None, "wall_budget"),
         ([result(1), result(2)], {}, 2, "policy_exhausted"),
         ([result(1)], {}, 2, None),
+        # An unverified attempt at its limit is the reason before the policy's answers, after the user's limits.
+        ([result(1), result(2, status="unverified")], {}, 2, "unverified"),
+        ([result(1, status="unverified")], {"max_turns": 1}, None, "max_turns"),
+        ([result(1, status="unverified", tokens=600)], {"max_tokens_total": 500}, 1, "token_budget"),
+        ([result(1, status="unverified")], {"unverified_turns": 2}, None, None),
+        ([result(1, status="unverified"), result(2, status="unverified")], {"unverified_turns": 2}, 5, "unverified"),
     ],
 )
 def test_stop_reason(results: list, limits: dict, answers: int | None, reason: str | None) -> None:

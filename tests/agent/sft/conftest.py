@@ -20,7 +20,7 @@ FIXIT, HOLDOUT, KERNELGEN = (EXPORTED / n for n in ("fixit.jsonl", "fixit.holdou
 
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tests.agent.sft import tiny
+    from agent.sft import tiny
 
     return tiny.model_folder(tmp_path_factory.mktemp("tiny-qwen3"), tiny.texts([FIXIT, HOLDOUT, KERNELGEN]))
 

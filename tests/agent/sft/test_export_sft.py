@@ -379,5 +379,23 @@ def test_command_line(corpus: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
         f"fixit: 5 candidates from 7 runs → 4 in {out}",
+        "  2 runs gave none: 2 no failed attempt right before a passed one (unverified is not a failure)",  # r5, r6
         f"data card: {tmp_path / 'fixit.card.md'}",
     ]
+
+
+def test_runs_that_give_nothing_say_what_they_lacked(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    runs = tmp_path / "runs"
+    for name in ("u1", "u2", "u3"):  # evaluated without a GPU: clean, but never verified
+        write_run(runs, name, GEMM, "sm_90a", "student-a", [Attempt(answer(name), "unverified")])
+    write_run(runs, "m1", GEMM, "sm_90a", "student-a", [Attempt(answer("m"), "mismatch")])
+    write_run(runs, "p1", GEMM, "sm_90a", "student-a", [Attempt(answer("p"), "passed_fast")])
+    out = tmp_path / "fixit.jsonl"
+    assert main([str(runs), "--format", "fixit", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        f"fixit: 0 candidates from 5 runs → 0 in {out}",
+        "  5 runs gave none: 3 no GPU verdict (attempts unverified: evaluated without a GPU of the arch); "
+        "1 no passed attempt; 1 no failed attempt right before a passed one (unverified is not a failure)",
+    ]
+    assert main([str(runs), "--format", "kernelgen", "--out", str(out)]) == 0
+    assert "  4 runs gave none: 3 no GPU verdict" in capsys.readouterr().out  # p1 gives one

@@ -1,5 +1,5 @@
 """`python -m agent.train_sft` on the exported fixtures (tests/fixtures/sft), with a random-init tiny Qwen3-style
-model and a BPE tokenizer trained in the test (tiny.py): the real TRL SFTTrainer and PEFT, on the CPU, with no
+model and a BPE tokenizer trained in the test (agent/sft/tiny.py): the real TRL SFTTrainer and PEFT, on the CPU, with no
 download."""
 
 from __future__ import annotations
