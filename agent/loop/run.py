@@ -23,6 +23,7 @@ from langgraph.types import Command
 
 from agent import cli
 from agent.cli import ConfigError
+from agent.loop.checkpoints import LoopSerializer, check_database
 from agent.loop.config import RESUMABLE, SeedConfig, SolveConfig, setting_default
 from agent.loop.conversation import Exchange
 from agent.loop.graph import build_graph
@@ -128,11 +129,7 @@ def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = 
 def _check_checkpoints(folder: RunFolder) -> None:
     if not folder.checkpoints_path.is_file():
         raise RunFolderError(f"{folder.path} has no checkpoints.sqlite, so it cannot be resumed")
-    try:  # read-only: a check must not change the file
-        with contextlib.closing(sqlite3.connect(f"file:{folder.checkpoints_path}?mode=ro", uri=True)) as db:
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as e:
-        raise RunFolderError(f"{folder.checkpoints_path} is not a readable checkpoint database ({e})") from None
+    check_database(folder.checkpoints_path)  # read-only: a check must not change the file
 
 
 def _changed(saved: dict[str, Any], settings: SolveConfig, changes: dict[str, Any]) -> dict[str, Any]:
@@ -197,7 +194,7 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
     code, reason, detail, noop = 0, None, None, False
     try:
         _header(ctx, run.resumed, run.seed)  # it asks the GPU pool, which may be out of reach
-        graph = build_graph(SqliteSaver(conn))
+        graph = build_graph(SqliteSaver(conn, serde=LoopSerializer()))
         thread: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}  # LangGraph's run config
         go, start = _starting_input(graph, thread, ctx, run.seed.history() if run.seed else [])
         if go:
