@@ -22,6 +22,7 @@ from agent.cli import ConfigError
 from agent.loop.command_line import solve_settings
 from agent.loop.config import ENDPOINT_KEYS, SolveConfig
 from agent.loop.store import RunFolder, check_run_id
+from agent.writes import write_inside
 from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
@@ -182,9 +183,7 @@ def load(bench_dir: Path) -> Bench:
 
 def save(bench: Bench, bench_dir: Path) -> None:
     bench_dir.mkdir(parents=True, exist_ok=True)
-    tmp = bench_path(bench_dir).with_suffix(".tmp")
-    tmp.write_text(bench.model_dump_json(indent=2))
-    tmp.replace(bench_path(bench_dir))
+    write_inside(bench_path(bench_dir), bench.model_dump_json(indent=2), atomic=True)
 
 
 def continue_with(saved: Bench, endpoint: dict[str, str]) -> Bench:

@@ -19,6 +19,7 @@ from pathlib import Path
 from agent.bench import plots, score
 from agent.bench.tables import markdown_table, percent, times, write_csv
 from agent.loop.records import Trajectory
+from agent.writes import write_inside
 from tools.evaluation import Status
 from tools.perf_report import longest
 
@@ -50,7 +51,7 @@ def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) ->
         "## Files\n\n" + "\n".join(f"- `{p.name}`" for p in sorted(out.glob("*.csv"))),
     ]
     path = out / "report.md"
-    path.write_text("\n\n".join(sections) + "\n")
+    write_inside(path, "\n\n".join(sections) + "\n")
     return path
 
 

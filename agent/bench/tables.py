@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agent.writes import open_inside
+
 
 def percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.0f}%"
@@ -28,7 +30,7 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """Rows of one shape; None is written as an empty cell."""
-    with open(path, "w", newline="") as f:
+    with open_inside(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else [])
         writer.writeheader()
         writer.writerows(rows)

@@ -84,10 +84,9 @@ def prepare(settings: SolveConfig, quiet: bool = False) -> Prepared:
         "toolchain": vars(toolchain()),
         **({"seed_attempt": seed.record()} if seed is not None else {}),
     }
-    folder = RunFolder.create(settings.runs_dir, run_id, record)
-    prepared = Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed)
-    prepared.hold.enter_context(folder.lock())
-    return prepared
+    hold = contextlib.ExitStack()  # the run folder's lock, taken as the folder is made
+    folder = RunFolder.create(settings.runs_dir, run_id, record, hold)
+    return Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed, hold=hold)
 
 
 def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = False) -> Prepared:
@@ -103,6 +102,7 @@ def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = 
     folder = RunFolder.open(changes.get("runs_dir", setting_default("runs_dir")), check_run_id(run_id))
     with contextlib.ExitStack() as stack:  # released here if anything below refuses the run
         stack.enter_context(folder.lock())  # before anything is read: another process may be writing
+        folder.refuse_links()
         _check_checkpoints(folder)
         folder.turns()  # a broken line is refused now, naming it, not halfway through the run
         recorded = folder.config()

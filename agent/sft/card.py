@@ -17,6 +17,7 @@ from typing import Any
 
 from agent.sft.examples import Example, Kind
 from agent.sft.filters import Filters, Selection
+from agent.writes import write_inside
 
 DESCRIPTIONS = {
     "fixit": "repair-conditioned pairs: system prompt, task prompt, a failed attempt (weight 0), the feedback "
@@ -102,8 +103,8 @@ def token_stats(lengths: list[int]) -> dict[str, float] | None:
 def write_card(card: dict[str, Any], stem: Path) -> tuple[Path, Path]:
     """STEM.card.json and STEM.card.md; returns their paths."""
     json_path, md_path = stem.with_name(stem.name + ".card.json"), stem.with_name(stem.name + ".card.md")
-    json_path.write_text(json.dumps(card, indent=2) + "\n")
-    md_path.write_text(markdown(card))
+    write_inside(json_path, json.dumps(card, indent=2) + "\n")
+    write_inside(md_path, markdown(card))
     return json_path, md_path
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from agent.cli import ConfigError
 from agent.sft.examples import Example, Origin
+from agent.writes import open_inside
 
 UNKNOWN = "unknown"
 
@@ -115,7 +116,7 @@ def join_answer(reasoning: str, answer: str) -> str:
 
 def write_jsonl(path: Path, lines: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    with open_inside(path, "w", encoding="utf-8") as f:
         for line in lines:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
 

@@ -23,6 +23,7 @@ from agent.loop.store import RunFolder
 from agent.sft.card import build_card, write_card
 from agent.sft.examples import Example, collect
 from agent.sft.filters import Filters, select
+from agent.writes import open_inside
 from tasks.catalog import get_task
 
 
@@ -110,6 +111,6 @@ def export(folders: list[RunFolder], settings: ExportSettings, command: str) -> 
 
 
 def write_jsonl(path: Path, examples: list[Example]) -> None:
-    with open(path, "w") as f:
+    with open_inside(path, "w", encoding="utf-8") as f:
         for e in examples:
             f.write(json.dumps(e.line(), ensure_ascii=False) + "\n")

@@ -28,6 +28,7 @@ from agent.sft import data
 from agent.sft.card import DESCRIPTIONS, describe, markdown
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import SynthSettings
+from agent.writes import write_inside
 from tools.answer import FENCE, SOURCE_TAGS, SPEC_TAGS
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "reasoning"
@@ -148,8 +149,8 @@ def synthesize(settings: SynthSettings, command: str, journal: Journal) -> Resul
     synthesized = len(todo) - sum(dropped.values())
     card = _card(file, lines, settings, command, synthesized, dict(dropped))
     card_md = settings.out.with_suffix(".card.md")
-    settings.out.with_suffix(".card.json").write_text(json.dumps(card, indent=2) + "\n")
-    card_md.write_text(markdown(card) + _reasoning_section(card["reasoning"]))
+    write_inside(settings.out.with_suffix(".card.json"), json.dumps(card, indent=2) + "\n")
+    write_inside(card_md, markdown(card) + _reasoning_section(card["reasoning"]))
     return Result(len(file.records), synthesized, len(file.records) - len(todo), dict(dropped), settings.out, card_md)
 
 

@@ -37,6 +37,7 @@ from agent.sft import data
 from agent.sft.card import token_stats
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import TrainSettings
+from agent.writes import write_inside
 
 FORMAT_VERSION = 1
 QWEN3 = "Qwen3 (TRL's copy; the model has none)"
@@ -402,6 +403,4 @@ def _now() -> str:
 
 
 def _write(out: Path, record: dict[str, Any]) -> None:
-    tmp = out / "train.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
-    os.replace(tmp, out / "train.json")
+    write_inside(out / "train.json", json.dumps(record, indent=2, default=str) + "\n", atomic=True)
