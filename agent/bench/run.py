@@ -10,7 +10,6 @@ exit status: 0 every run finished (whatever the models achieved); 1 some stopped
 from __future__ import annotations
 
 import queue
-import shutil
 import sys
 import threading
 from collections import Counter
@@ -43,7 +42,7 @@ from agent.loop.journal import Journal
 from agent.loop.policies import make_policy
 from agent.loop.records import Trajectory
 from agent.loop.run import execute, prepare, resume
-from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs, read_trajectories
+from agent.loop.store import RunFolder, check_run_id, discard_unstarted, find_runs, read_trajectories
 from tasks.catalog import get_task
 from tools.pool import open_pool
 from tools.pool.base import Interrupted, Pool
@@ -242,7 +241,7 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> Outcome:
             changes = _endpoint_changes(ready.bench, settings, path)
             prepared = resume(run.run_id, {"runs_dir": ready.folder, **changes}, quiet=True)
         else:
-            _discard_unstarted(path)
+            discard_unstarted(path)
             prepared = prepare(settings, quiet=True)
     except ConfigError as e:  # RunFolderError is one
         return Outcome(run.run_id, 2, "error", str(e))
@@ -250,15 +249,6 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> Outcome:
     summary = prepared.folder.summary()
     outcome = summary.outcome.value if code == 0 and summary else "error"
     return Outcome(run.run_id, code, outcome, summary.stop_detail if summary else None)
-
-
-def _discard_unstarted(path: Path) -> None:
-    """A folder killed before its first checkpoint holds no turn: it is removed and the run starts over."""
-    if not path.exists():
-        return
-    if (path / "config.json").is_file() and RunFolder(path).turns():
-        raise RunFolderError(f"{path} holds turns but no checkpoint to resume from; move it away to rerun it")
-    shutil.rmtree(path)
 
 
 def _endpoint_changes(bench: Bench, settings: SolveConfig, path: Path) -> dict[str, Any]:
