@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 from agent.cli import ConfigError
 from agent.loop.command_line import solve_settings
 from agent.loop.config import ENDPOINT_KEYS, SolveConfig
+from agent.loop.redact import redact
 from agent.loop.store import RunFolder, check_run_id
 from agent.writes import write_inside
 from tasks.catalog import CORE, TASKS, get_task
@@ -183,7 +184,8 @@ def load(bench_dir: Path) -> Bench:
 
 def save(bench: Bench, bench_dir: Path) -> None:
     bench_dir.mkdir(parents=True, exist_ok=True)
-    write_inside(bench_path(bench_dir), bench.model_dump_json(indent=2), atomic=True)
+    text = json.dumps(redact(bench.model_dump(mode="json")), indent=2)  # an endpoint's credentials stay out
+    write_inside(bench_path(bench_dir), text, atomic=True)
 
 
 def continue_with(saved: Bench, endpoint: dict[str, str]) -> Bench:

@@ -32,7 +32,7 @@ from agent.loop.nodes import write_summary
 from agent.loop.policies import ModelError, Policy, make_policy
 from agent.loop.prompts import parse_prompt, system_prompt, task_prompt, toolchain
 from agent.loop.records import RunSummary
-from agent.loop.redact import redact
+from agent.loop.redact import URL_MASK, redact
 from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
 from agent.loop.state import RunContext
@@ -109,6 +109,9 @@ def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = 
         saved = recorded.model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
         before = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
         settings = cli.validated(SolveConfig, cli.tree(SolveConfig, changes, base=before))
+        if URL_MASK in getattr(settings.llm, "base_url", "") and "llm.base_url" not in changes:
+            raise ConfigError(f"{folder.path}: its llm.base_url held credentials, which are never written down: "
+                              f"give it again (resume={run_id} llm.base_url=URL)")  # fmt: skip
         task = _task(settings.task)
         if recorded.task_version != task.version:
             raise ConfigError(

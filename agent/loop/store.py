@@ -1,7 +1,7 @@
 """The run folder (DESIGN.md's contract), the only thing scoring, replay, reports and SFT export read.
 
 runs/<run_id>/
-  config.json        the run's settings (never secrets) and format version
+  config.json        the run's settings (never secrets: redact.py masks credentials in them) and format version
   trajectory.jsonl   one Turn per line, appended and flushed as each turn ends
   summary.json       outcome, best attempt, metrics; rewritten after each turn
   events.log         structured log (JSON lines)
@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from agent.cli import ConfigError
 from agent.loop.records import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
+from agent.loop.redact import redact
 from agent.writes import open_inside, write_inside
 from tools.answer import format_validation_error
 
@@ -118,7 +119,7 @@ class RunFolder:
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Replace the settings (a resumed run that changed its limits records the new ones)."""
-        text = json.dumps({"format_version": TRAJECTORY_FORMAT, **config}, indent=2)
+        text = json.dumps({"format_version": TRAJECTORY_FORMAT, **redact(config)}, indent=2)
         write_inside(self.path / "config.json", text, self.path, atomic=True)
 
     def summary(self) -> RunSummary | None:
@@ -126,7 +127,8 @@ class RunFolder:
         return _read(p, RunSummary) if p.is_file() else None
 
     def write_summary(self, summary: RunSummary) -> None:
-        write_inside(self.path / "summary.json", summary.model_dump_json(indent=2), self.path, atomic=True)
+        text = json.dumps(redact(summary.model_dump(mode="json")), indent=2)
+        write_inside(self.path / "summary.json", text, self.path, atomic=True)
 
     def append_turn(self, turn: Turn) -> None:
         """Write the turn's attempt files, then its line; the line is flushed to disk before returning."""

@@ -107,3 +107,30 @@ def test_arguments_that_are_not_text(runs_dir: Path, tmp_path: Path, capsys: pyt
     # Bytes that are not UTF-8 reach sys.argv as lone surrogates, which no config.json can hold.
     assert solve(solve_args(runs_dir, tmp_path, "run_id=x\udcff")) == 2
     assert first_error(capsys) == "error: 'run_id=x\\\\udcff' is not UTF-8 text"
+
+
+DEEP = '{"a": ' * 5000 + "1" + "}" * 5000
+OPENAI_SETTINGS = {  # llm=openai's settings that must be refused before the endpoint is asked anything
+    "temperature_inf": (["llm.temperature=1e999"], "llm.temperature: Input should be a finite number"),
+    "extra_deep": ([f"llm.extra={DEEP}"], "llm.extra: nested deeper than 32 levels"),
+    "extra_value_deep": ([f"llm.extra.a={DEEP}"], "llm.extra: nested deeper than 32 levels"),
+    "extra_inf": (['llm.extra={"top_p": 1e999}'], "llm.extra: the number 1e999 is out of range"),
+    "toml_deep": ([], "ptxbench.toml: not a TOML file we can read (nested too deep)"),
+}
+
+
+@pytest.mark.parametrize("case", OPENAI_SETTINGS)
+def test_openai_settings_that_could_not_work_are_refused_at_start(
+    case: str, runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    words, message = OPENAI_SETTINGS[case]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PTXBENCH_LIMITS_KEY", "EMPTY")
+    if case == "toml_deep":
+        (tmp_path / "ptxbench.toml").write_text("[llm]\nextra = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n")
+    args = ["task=gemm", "arch=sm_90a", "llm.model=m", "llm.base_url=http://127.0.0.1:9/v1",
+            "llm.api_key_env=PTXBENCH_LIMITS_KEY", f"runs_dir={runs_dir}", *words]  # fmt: skip
+    assert solve(args) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ") and message in line and len(line) < 400
+    assert not runs_dir.exists()
