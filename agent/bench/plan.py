@@ -158,8 +158,8 @@ def plan(
         for sample in range(samples)
     ]
     try:
-        return Bench(bench_id=check_run_id(bench_id), created_at=_now(), tasks=tasks, archs=archs, samples=samples,
-                     max_turns=max_turns, modes=modes, solve=solve, runs=runs)  # fmt: skip
+        return Bench(bench_id=check_run_id(bench_id, "bench_id"), created_at=_now(), tasks=tasks, archs=archs,
+                     samples=samples, max_turns=max_turns, modes=modes, solve=solve, runs=runs)  # fmt: skip
     except ValidationError as e:
         raise ConfigError("invalid bench settings:\n" + format_validation_error(e)) from None
 

@@ -84,7 +84,7 @@ def configure(pairs: dict[str, str]) -> Configured:
     runs_dir = Path(pairs.pop("runs_dir", setting_default("runs_dir")))
     endpoint = {k: v for k, v in pairs.items() if k in ENDPOINT_KEYS}
     if "resume" in pairs:
-        bench_id = check_run_id(pairs.pop("resume"))
+        bench_id = check_run_id(pairs.pop("resume"), "bench id in resume=")
         refused = sorted(k for k in pairs if k not in ENDPOINT_KEYS)
         if refused:
             allowed = ", ".join(["concurrency", "runs_dir", *ENDPOINT_KEYS])

@@ -44,10 +44,12 @@ class RunFolderError(ConfigError):
     """A run id or folder we refuse or cannot read; the message says why (a usage error: exit 2)."""
 
 
-def check_run_id(run_id: str) -> str:
-    """A run id is one path component of letters, digits, '.', '_' and '-' (so it stays under runs_dir)."""
+def check_run_id(run_id: str, what: str = "run id") -> str:
+    """A run id (or `what` else names a folder under runs_dir: a bench_id) is one path component of letters,
+    digits, '.', '_' and '-' (so it stays under runs_dir)."""
     if not RUN_ID.match(run_id) or run_id in (".", ".."):
-        raise RunFolderError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
+        kind = " is a path, not a folder name:" if "/" in run_id or run_id in (".", "..") else ":"
+        raise RunFolderError(f"invalid {what} {run_id!r}{kind} use letters, digits, '.', '_' and '-' (at most 128)")
     return run_id
 
 
