@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.bench import plots, score
-from agent.bench.tables import markdown_table, percent, times, write_csv
+from agent.bench.tables import markdown_table, markdown_text, percent, times, write_csv
 from agent.loop.records import Trajectory
 from agent.writes import write_inside
 from tools.evaluation import Status
@@ -64,7 +64,8 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
         "# PTXBench report",
         "",
         f"{len(trajs)} runs, {len(attempts)} attempts, from {', '.join(f'`{s}`' for s in sources)}; "
-        f"models: {', '.join(models)}; generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
+        f"models: {', '.join(map(markdown_text, models))}; "
+        f"generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
         "",
         "- **correct**: a turn passed the check against the fp32 reference. *Unverified* attempts (GPU stages "
         f"skipped: {unverified} of {len(attempts)} here) count as not correct.",

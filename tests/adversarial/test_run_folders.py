@@ -6,8 +6,10 @@ no-op changes nothing."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -171,3 +173,22 @@ def test_the_loop_loads_only_its_own_checkpoint_values(runs_dir: Path, tmp_path:
         with pytest.raises(UntrustedCheckpoint, match=r"the type os\.system"):
             saver.get_tuple({"configurable": {"thread_id": "direct"}})
     assert not marker.exists()
+
+
+def test_model_names_cannot_break_or_inject_into_the_report(runs_dir: Path, tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([fill_ok()]))
+    names = ["evil|model\n# Owned", "<img src=x onerror=alert(1)>", "[click](http://example.invalid)"]
+    for number, name in enumerate(names):
+        assert solve(["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", f"llm.label={name}",
+                      "max_turns=1", "eval.gpu=false", f"runs_dir={runs_dir}", f"run_id=m{number}"]) == 0  # fmt: skip
+    assert report([str(runs_dir), f"out={tmp_path / 'report'}"]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "# Owned" not in [line.strip() for line in text.splitlines()] and "<img" not in text
+    assert "evil\\|model # Owned" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "\\[click\\](http://example.invalid)" in text
+    for header, rows in re.findall(r"(?m)^(\|.*\|)\n\|[-|]+\|\n((?:\|.*\|\n)+)", text):
+        cells = len(re.split(r"(?<!\\)\|", header))  # every row has as many cells as its header
+        assert all(len(re.split(r"(?<!\\)\|", row)) == cells for row in rows.splitlines()), rows
+    with open(tmp_path / "report" / "trajectories.csv", newline="") as f:
+        assert {row["model"] for row in csv.DictReader(f)} == set(names)  # the CSV keeps them as they are
