@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
 from collections import Counter
@@ -52,12 +53,13 @@ def build_card(
     runs: int,
     skipped: list[str],
 ) -> dict[str, Any]:
+    folder = paths["train"].parent
     return {
         "format": kind,
         "description": DESCRIPTIONS[kind],
-        "command": command,
+        "command": relative_paths(command, folder),
         "runs_read": runs,
-        "runs_skipped": skipped,
+        "runs_skipped": [relative_paths(line, folder) for line in skipped],
         "filters": {**asdict(filters), "holdout_tasks": list(filters.holdout_tasks)},
         "held_out_tasks": selection.held_out_tasks,
         "funnel": [asdict(s) for s in selection.funnel],
@@ -67,6 +69,15 @@ def build_card(
             if name in paths
         },
     }
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\"`,;()]*")
+
+
+def relative_paths(text: str, folder: Path) -> str:
+    """`text` (a command line, a message) with each absolute path written relative to `folder`, the card's:
+    a card travels with its data, so it says where things were beside it, not on the exporting machine."""
+    return _ABSOLUTE_PATH.sub(lambda m: os.path.relpath(m.group(), Path(folder).resolve()), text)
 
 
 def describe(examples: list[Example], path: Path, kind: Kind) -> dict[str, Any]:

@@ -12,6 +12,7 @@ in each example's metadata; its API key is read from the environment by the poli
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from agent.loop.policies.openai_policy import OpenAIPolicy
 from agent.loop.records import Message
 from agent.loop.tokens import count_messages, count_text
 from agent.sft import data
-from agent.sft.card import DESCRIPTIONS, describe, markdown
+from agent.sft.card import DESCRIPTIONS, describe, markdown, relative_paths
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import SynthSettings
 from agent.writes import write_inside
@@ -174,8 +175,11 @@ def _card(
     removed = sum(dropped.values())
     return {
         **base,
-        "command": command,
-        "derived_from": {"path": str(file.path), "command": base.get("command")},
+        "command": relative_paths(command, s.out.parent),
+        "derived_from": {
+            "path": os.path.relpath(file.path.resolve(), s.out.parent.resolve()),
+            "command": base.get("command"),
+        },
         "funnel": [
             *base["funnel"],
             {"name": "synth_reasoning", "removed": removed, "kept": len(kept), "file": "train"},
