@@ -155,3 +155,20 @@ def test_a_secret_named_setting_is_refused_at_any_depth(
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: ") and f"{name} is refused: the API key is read only from the environment" in line
     assert not runs_dir.exists()
+
+
+def test_the_inspector_shows_no_credentials_an_older_run_folder_holds(
+    runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([fill_ok()]))
+    assert solve(["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", "max_turns=1",
+                  "eval.gpu=false", f"runs_dir={runs_dir}", "run_id=old"]) == 0  # fmt: skip
+    config_path = runs_dir / "old" / "config.json"
+    config = json.loads(config_path.read_text())
+    url = f"http://user:{PASSWORD}@127.0.0.1:9/v1?api_key={QUERY_KEY}"
+    config["policy"], config["llm"]["base_url"] = f"openai m at {url}", url  # as written before redaction
+    config_path.write_text(json.dumps(config))
+    assert inspect([str(runs_dir / "old"), f"out={tmp_path / 'site'}"]) == 0
+    pages = "".join(p.read_text() for p in (tmp_path / "site").rglob("*.html"))
+    assert "REDACTED@127.0.0.1:9" in pages and PASSWORD[:10] not in pages and QUERY_KEY[:10] not in pages
