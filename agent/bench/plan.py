@@ -23,7 +23,7 @@ from agent.loop.command_line import solve_settings
 from agent.loop.config import ENDPOINT_KEYS, SolveConfig
 from agent.loop.redact import redact
 from agent.loop.store import RunFolder, check_run_id
-from agent.writes import write_inside
+from agent.loop.writes import write_inside
 from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error

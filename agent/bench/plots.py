@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agent.bench import score
 from agent.loop.records import Trajectory
-from agent.writes import open_inside
+from agent.loop.writes import open_inside
 
 COLORS = {
     "passed": "#2ca02c", "unverified": "#98df8a", "mismatch": "#ff7f0e", "timeout": "#9467bd",

@@ -19,7 +19,7 @@ from pathlib import Path
 from agent.bench import plots, score
 from agent.bench.tables import markdown_table, markdown_text, percent, times, write_csv
 from agent.loop.records import Trajectory
-from agent.writes import write_inside
+from agent.loop.writes import write_inside
 from tools.evaluation import Status
 from tools.perf_report import longest
 

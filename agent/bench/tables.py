@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.writes import open_inside
+from agent.loop.writes import open_inside
 
 
 def percent(value: float | None) -> str:

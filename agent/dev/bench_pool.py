@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.loop.records import Turn
-from agent.writes import write_inside
+from agent.loop.writes import write_inside
 from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 
 from agent.loop.records import RunConfig, Turn
-from agent.writes import write_inside
+from agent.loop.writes import write_inside
 from tasks.catalog import TASKS
 from tasks.schema import Arch
 from tasks.solutions import reference_answer

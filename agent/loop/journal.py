@@ -16,7 +16,7 @@ from typing import Any, TextIO
 import structlog
 
 from agent.loop.redact import redact
-from agent.writes import open_inside
+from agent.loop.writes import open_inside
 
 
 class Journal:

@@ -19,7 +19,7 @@ from typing import Any
 
 from agent.loop.policies.base import Reply
 from agent.loop.records import ReplyCut
-from agent.writes import write_inside
+from agent.loop.writes import write_inside
 
 RECORD_BYTES = 1 << 20
 HEAD_CHARS = 64 << 10

@@ -13,7 +13,7 @@ runs/<run_id>/
 
 A file that does not parse is a RunFolderError naming the file (and line); a process that runs or resumes a
 run holds an exclusive lock on its folder, so two cannot drive one run at once. Every file is written through
-agent/writes.py, so no write follows a link out of the folder.
+agent/loop/writes.py, so no write follows a link out of the folder.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 from agent.cli import ConfigError
 from agent.loop.records import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
 from agent.loop.redact import redact
-from agent.writes import open_inside, write_inside
+from agent.loop.writes import open_inside, write_inside
 from tools.answer import format_validation_error
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -79,6 +79,9 @@ class RunFolder:
             raise RunFolderError(f"run folder {path} already exists (use resume={run_id} to continue it)")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunFolderError(f"runs_dir: cannot create {path}: {e.strerror}") from None
+        try:
             path.mkdir()
         except FileExistsError:
             raise RunFolderError(f"run folder {path} already exists (use resume={run_id} to continue it)") from None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.loop.prompts import parse_prompt, system_prompt, task_prompt
-from agent.writes import write_inside
+from agent.loop.writes import write_inside
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
 

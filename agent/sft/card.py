@@ -16,9 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agent.loop.writes import write_inside
 from agent.sft.examples import Example, Kind
 from agent.sft.filters import Filters, Selection
-from agent.writes import write_inside
 
 DESCRIPTIONS = {
     "fixit": "repair-conditioned pairs: system prompt, task prompt, a failed attempt (weight 0), the feedback "

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli import ConfigError
+from agent.loop.writes import open_inside
 from agent.sft.examples import Example, Origin
-from agent.writes import open_inside
 from tools import jsontext
 from tools.files import not_a_file
 

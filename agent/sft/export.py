@@ -20,10 +20,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.loop.store import RunFolder
+from agent.loop.writes import open_inside
 from agent.sft.card import build_card, write_card
 from agent.sft.examples import Example, collect
 from agent.sft.filters import Filters, select
-from agent.writes import open_inside
 from tasks.catalog import get_task
 
 

@@ -25,11 +25,11 @@ from agent.loop.policies.base import Reply
 from agent.loop.policies.openai_policy import OpenAIPolicy
 from agent.loop.records import Message
 from agent.loop.tokens import count_messages, count_text
+from agent.loop.writes import write_inside
 from agent.sft import data
 from agent.sft.card import DESCRIPTIONS, describe, markdown, relative_paths
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import SynthSettings
-from agent.writes import write_inside
 from tools.answer import FENCE, SOURCE_TAGS, SPEC_TAGS
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts" / "reasoning"

@@ -33,11 +33,11 @@ from trl.chat_template_utils import qwen3_chat_template
 from trl.data_utils import common_prefix_length
 
 from agent.cli import ConfigError
+from agent.loop.writes import write_inside
 from agent.sft import data
 from agent.sft.card import token_stats
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import TrainSettings
-from agent.writes import write_inside
 from tools.files import not_a_file
 
 FORMAT_VERSION = 1

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from agent.inspect import main as inspect
+from agent.loop.writes import UnsafePath, open_inside, write_inside
 from agent.report import main as report
 from agent.solve import main as solve
-from agent.writes import UnsafePath, open_inside, write_inside
 from tests.adversarial.test_run_folders import run
 
 OUTSIDE = "a file outside every folder we write\n"

@@ -35,7 +35,7 @@ from agent.bench.plan import load as load_bench
 from agent.bench.tables import percent, times
 from agent.loop.records import Trajectory
 from agent.loop.store import RunFolder, error_line, find_runs
-from agent.writes import folder_inside, write_inside
+from agent.loop.writes import folder_inside, write_inside
 
 
 @dataclass(frozen=True)

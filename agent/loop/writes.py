@@ -34,7 +34,7 @@ def open_inside(path: Path, mode: str = "w", root: Path | None = None, **text: A
     except OSError:
         if path.is_symlink():
             raise UnsafePath(f"{path} is a symbolic link: refusing to write through it") from None
-        if path.exists() and not path.is_file():  # a FIFO without a reader, a socket
+        if path.exists() and not path.is_file() and not path.is_dir():  # a FIFO without a reader, a socket
             raise UnsafePath(f"{path} is not a regular file: refusing to write to it") from None
         raise
     try:
