@@ -18,6 +18,7 @@ from tools import procs, sass
 from tools.answer import AnswerError, extract_solution, format_validation_error
 from tools.assemble import MAX_SOURCE_BYTES, CompileResult
 from tools.evaluation import StageState
+from tools.files import not_a_file, read_capped
 from tools.options import EvalOptions
 from tools.pipeline import abi_stage, compile_stage, sass_stage
 from tools.plan import SpecError, plan_launches
@@ -28,12 +29,17 @@ class InputError(Exception):
 
 
 def read_text(path: Path) -> str:
+    problem = not_a_file(path)
+    if problem:
+        raise InputError(f"{path} {problem}")
     size = path.stat().st_size
-    if size == 0:
-        raise InputError(f"{path} is empty")
     if size > MAX_SOURCE_BYTES:
         raise InputError(f"{path} is {size / 2**20:.1f} MB; the cap is {MAX_SOURCE_BYTES >> 20} MB")
-    data = path.read_bytes()
+    data = read_capped(path, MAX_SOURCE_BYTES)  # a file in /proc says 0 bytes and holds more
+    if not data:
+        raise InputError(f"{path} is empty")
+    if len(data) > MAX_SOURCE_BYTES:
+        raise InputError(f"{path} is larger than the cap of {MAX_SOURCE_BYTES >> 20} MB")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -163,8 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.task and renamed(args.task):
         print(renamed(args.task), file=sys.stderr)
-    if not args.file.is_file():
-        print(f"error: no such file: {args.file}", file=sys.stderr)
+    problem = not_a_file(args.file)
+    if problem:
+        print(f"error: {args.file} {problem}", file=sys.stderr)
         return 2
     try:
         report = build_report(args.file, arch, args.task, args.timeout)

@@ -21,7 +21,9 @@ from pydantic import BaseModel, Field, ValidationError
 from agent.cli import ConfigError
 from agent.loop.command_line import solve_settings
 from agent.loop.config import ENDPOINT_KEYS, SolveConfig
+from agent.loop.redact import redact
 from agent.loop.store import RunFolder, check_run_id
+from agent.loop.writes import write_inside
 from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
@@ -156,8 +158,8 @@ def plan(
         for sample in range(samples)
     ]
     try:
-        return Bench(bench_id=check_run_id(bench_id), created_at=_now(), tasks=tasks, archs=archs, samples=samples,
-                     max_turns=max_turns, modes=modes, solve=solve, runs=runs)  # fmt: skip
+        return Bench(bench_id=check_run_id(bench_id, "bench_id"), created_at=_now(), tasks=tasks, archs=archs,
+                     samples=samples, max_turns=max_turns, modes=modes, solve=solve, runs=runs)  # fmt: skip
     except ValidationError as e:
         raise ConfigError("invalid bench settings:\n" + format_validation_error(e)) from None
 
@@ -182,9 +184,8 @@ def load(bench_dir: Path) -> Bench:
 
 def save(bench: Bench, bench_dir: Path) -> None:
     bench_dir.mkdir(parents=True, exist_ok=True)
-    tmp = bench_path(bench_dir).with_suffix(".tmp")
-    tmp.write_text(bench.model_dump_json(indent=2))
-    tmp.replace(bench_path(bench_dir))
+    text = json.dumps(redact(bench.model_dump(mode="json")), indent=2)  # an endpoint's credentials stay out
+    write_inside(bench_path(bench_dir), text, atomic=True)
 
 
 def continue_with(saved: Bench, endpoint: dict[str, str]) -> Bench:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agent.bench import score
 from agent.loop.records import Trajectory
+from agent.loop.writes import open_inside
 from tools.extras import pip_command
 
 # Colours that say what they mean: green passed; amber unverified (not known: no GPU of the arch decided it);
@@ -33,7 +34,8 @@ def draw(trajs: list[Trajectory], out: Path) -> tuple[dict[str, str], str | None
     """{plot name: file name} of the PNG plots written to `out`, and why none were, if so."""
 
     def save(name: str, fig) -> str:
-        fig.savefig(out / f"{name}.png", dpi=120, bbox_inches="tight")
+        with open_inside(out / f"{name}.png", "wb") as f:
+            fig.savefig(f, format="png", dpi=120, bbox_inches="tight")
         return f"{name}.png"
 
     return _render(trajs, save)

@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from agent.bench import plots, score
-from agent.bench.tables import markdown_table, percent, times, write_csv
+from agent.bench.tables import markdown_table, markdown_text, percent, times, write_csv
 from agent.loop.records import Trajectory
+from agent.loop.writes import write_inside
 from tools.evaluation import Status
 from tools.perf_report import longest
 
@@ -50,7 +51,7 @@ def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) ->
         "## Files\n\n" + "\n".join(f"- `{p.name}`" for p in sorted(out.glob("*.csv"))),
     ]
     path = out / "report.md"
-    path.write_text("\n\n".join(sections) + "\n")
+    write_inside(path, "\n\n".join(sections) + "\n")
     return path
 
 
@@ -63,7 +64,8 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
         "# PTXBench report",
         "",
         f"{len(trajs)} runs, {len(attempts)} attempts, from {', '.join(f'`{s}`' for s in sources)}; "
-        f"models: {', '.join(models)}; generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
+        f"models: {', '.join(map(markdown_text, models))}; "
+        f"generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
         "",
         "- **correct**: a turn passed the check against the fp32 reference. *Unverified* attempts (GPU stages "
         f"skipped: {unverified} of {len(attempts)} here) count as not correct; **unverified** is the share of runs "

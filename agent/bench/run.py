@@ -10,7 +10,6 @@ exit status: 0 every run finished (whatever the models achieved); 1 some stopped
 from __future__ import annotations
 
 import queue
-import shutil
 import sys
 import threading
 from collections import Counter
@@ -43,7 +42,7 @@ from agent.loop.journal import Journal
 from agent.loop.policies import make_policy
 from agent.loop.records import Trajectory
 from agent.loop.run import execute, prepare, resume
-from agent.loop.store import RunFolder, RunFolderError, check_run_id, find_runs, read_trajectories
+from agent.loop.store import RunFolder, check_run_id, discard_unstarted, find_runs, read_trajectories
 from tasks.catalog import get_task
 from tools.pool import open_pool
 from tools.pool.base import Interrupted, Pool
@@ -86,7 +85,7 @@ def configure(pairs: dict[str, str]) -> Configured:
     runs_dir = Path(pairs.pop("runs_dir", setting_default("runs_dir")))
     endpoint = {k: v for k, v in pairs.items() if k in ENDPOINT_KEYS}
     if "resume" in pairs:
-        bench_id = check_run_id(pairs.pop("resume"))
+        bench_id = check_run_id(pairs.pop("resume"), "bench id in resume=")
         refused = sorted(k for k in pairs if k not in ENDPOINT_KEYS)
         if refused:
             allowed = ", ".join(["concurrency", "runs_dir", *ENDPOINT_KEYS])
@@ -243,7 +242,7 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> RunEnd:
             changes = _endpoint_changes(ready.bench, settings, path)
             prepared = resume(run.run_id, {"runs_dir": ready.folder, **changes}, quiet=True)
         else:
-            _discard_unstarted(path)
+            discard_unstarted(path)
             prepared = prepare(settings, quiet=True)
     except ConfigError as e:  # RunFolderError is one
         return RunEnd(run.run_id, 2, "error", str(e))
@@ -253,15 +252,6 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> RunEnd:
     if summary is None:
         return RunEnd(run.run_id, code, outcome)
     return RunEnd(run.run_id, code, outcome, summary.stop_detail, summary.prompt_tokens + summary.completion_tokens)
-
-
-def _discard_unstarted(path: Path) -> None:
-    """A folder killed before its first checkpoint holds no turn: it is removed and the run starts over."""
-    if not path.exists():
-        return
-    if (path / "config.json").is_file() and RunFolder(path).turns():
-        raise RunFolderError(f"{path} holds turns but no checkpoint to resume from; move it away to rerun it")
-    shutil.rmtree(path)
 
 
 def _endpoint_changes(bench: Bench, settings: SolveConfig, path: Path) -> dict[str, Any]:

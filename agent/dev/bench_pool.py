@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.loop.records import Turn
+from agent.loop.writes import write_inside
 from tasks import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
@@ -191,7 +192,7 @@ def main() -> None:
         except Exception as e:  # one part's failure is a figure too; the others still run
             results[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
         print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
-        path.write_text(json.dumps(results, indent=2, default=str))  # after every part: a cut-short run keeps it
+        write_inside(path, json.dumps(results, indent=2, default=str))  # after every part: a cut-short run keeps it
     print("\n" + table(results))
 
 

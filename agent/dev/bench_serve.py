@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 
 from agent.loop.records import RunConfig, Turn
+from agent.loop.writes import write_inside
 from tasks.catalog import TASKS
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
@@ -85,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    (args.out / "bench_serve.json").write_text(json.dumps(result, indent=2))
+    write_inside(args.out / "bench_serve.json", json.dumps(result, indent=2))
     print("| answers | wall s | evaluations/min | statuses | all rewarded |")
     print("| ---: | ---: | ---: | --- | --- |")
     print(f"| {result['answers']} | {result.get('wall_s')} | {result.get('evaluations_per_minute')} | "

@@ -7,7 +7,6 @@ SolveConfig.
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,9 +24,8 @@ from agent.loop.config import (
     OpenAIConfig,
     SolveConfig,
 )
+from agent.loop.redact import secret_key
 from agent.loop.run import Prepared, prepare, resume
-
-_SECRET = re.compile(r"(?:^|_)key$|^(?:api_)?token$|secret|password|authorization", re.I)
 
 
 def from_command_line(argv: list[str], quiet: bool = False) -> Prepared:
@@ -65,14 +63,17 @@ def _config_file(path: Path) -> dict[str, Any]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"{path}: not a TOML file we can read ({e})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a TOML file we can read (nested too deep)") from None
     unknown = sorted(set(data) - {"llm"})
     llm = data.get("llm", {})
     if unknown or not isinstance(llm, dict):
         raise ConfigError(f"{path}: only an [llm] table is read here (found {', '.join(unknown) or 'llm = …'})")
+    secret = secret_key(llm, "llm")
+    if secret:
+        raise ConfigError(f"{path}: {secret} is refused: the API key is read only from the environment "
+                          f"(${KEY_ENV}, or the variable llm.api_key_env names), never from a file")  # fmt: skip
     for key in llm:
-        if _SECRET.search(key):
-            raise ConfigError(f"{path}: llm.{key} is refused: the API key is read only from the environment "
-                              f"(${KEY_ENV}, or the variable llm.api_key_env names), never from a file")  # fmt: skip
         if key not in OpenAIConfig.model_fields or key == "name":
             known = ", ".join(k for k in OpenAIConfig.model_fields if k != "name")
             raise ConfigError(f"{path}: unknown setting llm.{key} (known: {known})")

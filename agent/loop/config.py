@@ -16,8 +16,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from agent.cli import ConfigError
 from agent.loop.prompts import PARTS, parse_prompt, prompt_name
+from agent.loop.redact import secret_key
 from tasks.catalog import get_task
 from tasks.schema import Arch
+from tools import jsontext
 from tools.options import EvalOptions
 from tools.pool.base import LOCAL, scheduler_address
 
@@ -56,7 +58,9 @@ class OpenAIConfig(PolicyConfig):
         None, description=f"Model name as the endpoint knows it (required: here, in ${MODEL_ENV} or ./{CONFIG_FILE})."
     )
     api_key_env: str = Field(KEY_ENV, description="Environment variable holding the API key.")
-    temperature: float | None = Field(None, ge=0, description="Sampling temperature; unset: the server's default.")
+    temperature: float | None = Field(
+        None, ge=0, allow_inf_nan=False, description="Sampling temperature; unset: the server's default."
+    )
     max_tokens: int | None = Field(
         32768, ge=1, description="Output tokens per answer (sent as max_completion_tokens); null: unset."
     )
@@ -102,12 +106,19 @@ class OpenAIConfig(PolicyConfig):
         """Command-line values are strings: read the whole object, or each value, as JSON where it parses."""
         if isinstance(value, str):
             try:
-                value = json.loads(value)
+                value = jsontext.loads(value)
             except json.JSONDecodeError:
                 value = None
         if not isinstance(value, dict):
             raise ValueError("llm.extra must be a JSON object")
-        return {k: _maybe_json(v) for k, v in value.items()}
+        value = {k: _maybe_json(v) for k, v in value.items()}
+        secret = secret_key(value, "llm.extra")
+        if secret:
+            raise ValueError(
+                f"{secret} is refused: the API key is read only from the environment (${KEY_ENV}, or "
+                "the variable llm.api_key_env names), never from settings that are written down"
+            )
+        return value
 
     def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
         from agent.loop.policies.openai_policy import OpenAIPolicy  # the openai client only when it is used
@@ -181,7 +192,7 @@ def _maybe_json(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return jsontext.loads(value)  # refuses what would crash json (nesting, huge numbers, inf)
     except json.JSONDecodeError:
         return value
 

@@ -16,6 +16,7 @@ from typing import Any, TextIO
 import structlog
 
 from agent.loop.redact import redact
+from agent.loop.writes import open_inside
 
 
 class Journal:
@@ -35,7 +36,7 @@ class Journal:
         """Write events to `events_path` from now on (appending: a resumed run continues the file); once."""
         if self._sink is not self._buffer:
             return
-        sink = open(events_path, "a")  # noqa: SIM115  # closed by close(); lives as long as the run
+        sink = open_inside(events_path, "a", encoding="utf-8")  # closed by close(); lives as long as the run
         sink.write(self._buffer.getvalue())
         sink.flush()
         self._sink = sink

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent.loop.policies.base import Reply
 from agent.loop.records import ReplyCut
+from agent.loop.writes import write_inside
 
 RECORD_BYTES = 1 << 20
 HEAD_CHARS = 64 << 10
@@ -73,7 +74,7 @@ def marker(cut: ReplyCut) -> str:
 def _archive(field: str, raw: bytes, attempts: Path, turn: int) -> ReplyCut:
     path = attempts / f"turn_{turn:02d}.{field}.full.gz"
     stored = raw[:ARCHIVE_BYTES]
-    path.write_bytes(gzip.compress(stored, compresslevel=6))
+    write_inside(path, gzip.compress(stored, compresslevel=6), attempts.parent)
     return ReplyCut(field=field, bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest(),
                     archive=f"{attempts.name}/{path.name}", archived_bytes=len(stored))  # fmt: skip
 

@@ -23,6 +23,7 @@ from langgraph.types import Command
 
 from agent import cli
 from agent.cli import ConfigError
+from agent.loop.checkpoints import LoopSerializer, check_database
 from agent.loop.config import RESUMABLE, SeedConfig, SolveConfig, setting_default
 from agent.loop.conversation import Exchange
 from agent.loop.graph import build_graph
@@ -31,7 +32,7 @@ from agent.loop.nodes import write_summary
 from agent.loop.policies import ModelError, Policy, make_policy
 from agent.loop.prompts import parse_prompt, system_prompt, task_prompt, toolchain
 from agent.loop.records import RunSummary
-from agent.loop.redact import redact
+from agent.loop.redact import URL_MASK, redact
 from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
 from agent.loop.state import RunContext
@@ -83,10 +84,9 @@ def prepare(settings: SolveConfig, quiet: bool = False) -> Prepared:
         "toolchain": vars(toolchain()),
         **({"seed_attempt": seed.record()} if seed is not None else {}),
     }
-    folder = RunFolder.create(settings.runs_dir, run_id, record)
-    prepared = Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed)
-    prepared.hold.enter_context(folder.lock())
-    return prepared
+    hold = contextlib.ExitStack()  # the run folder's lock, taken as the folder is made
+    folder = RunFolder.create(settings.runs_dir, run_id, record, hold)
+    return Prepared(settings, task, folder, policy, journal, resumed=False, seed=seed, hold=hold)
 
 
 def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = False) -> Prepared:
@@ -102,12 +102,16 @@ def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = 
     folder = RunFolder.open(changes.get("runs_dir", setting_default("runs_dir")), check_run_id(run_id))
     with contextlib.ExitStack() as stack:  # released here if anything below refuses the run
         stack.enter_context(folder.lock())  # before anything is read: another process may be writing
+        folder.refuse_links()
         _check_checkpoints(folder)
         folder.turns()  # a broken line is refused now, naming it, not halfway through the run
         recorded = folder.config()
         saved = recorded.model_dump(mode="json", exclude_unset=True)  # as written, no defaults added
         before = {k: v for k, v in saved.items() if k in SolveConfig.model_fields}
         settings = cli.validated(SolveConfig, cli.tree(SolveConfig, changes, base=before))
+        if URL_MASK in getattr(settings.llm, "base_url", "") and "llm.base_url" not in changes:
+            raise ConfigError(f"{folder.path}: its llm.base_url held credentials, which are never written down: "
+                              f"give it again (resume={run_id} llm.base_url=URL)")  # fmt: skip
         task = _task(settings.task)
         if recorded.task_version != task.version:
             raise ConfigError(
@@ -128,11 +132,7 @@ def resume(run_id: str, changes: Mapping[str, Any] | None = None, quiet: bool = 
 def _check_checkpoints(folder: RunFolder) -> None:
     if not folder.checkpoints_path.is_file():
         raise RunFolderError(f"{folder.path} has no checkpoints.sqlite, so it cannot be resumed")
-    try:  # read-only: a check must not change the file
-        with contextlib.closing(sqlite3.connect(f"file:{folder.checkpoints_path}?mode=ro", uri=True)) as db:
-            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as e:
-        raise RunFolderError(f"{folder.checkpoints_path} is not a readable checkpoint database ({e})") from None
+    check_database(folder.checkpoints_path)  # read-only: a check must not change the file
 
 
 def _changed(saved: dict[str, Any], settings: SolveConfig, changes: dict[str, Any]) -> dict[str, Any]:
@@ -198,7 +198,7 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
     try:
         ctx.gpu_unavailable = gpu.unavailable_reason(settings.arch)  # once per run; the pool may be out of reach
         _header(ctx, run.resumed, run.seed)
-        graph = build_graph(SqliteSaver(conn))
+        graph = build_graph(SqliteSaver(conn, serde=LoopSerializer()))
         thread: dict[str, Any] = {"configurable": {"thread_id": folder.run_id}}  # LangGraph's run config
         go, start = _starting_input(graph, thread, ctx, run.seed.history() if run.seed else [])
         if go:

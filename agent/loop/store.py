@@ -1,7 +1,7 @@
 """The run folder: a contract, the only thing scoring, replay, reports and SFT export read.
 
 runs/<run_id>/
-  config.json        the run's settings (never secrets) and format version
+  config.json        the run's settings (never secrets: redact.py masks credentials in them) and format version
   trajectory.jsonl   one Turn per line, appended and flushed as each turn ends
   summary.json       outcome, best attempt, metrics; rewritten after each turn
   events.log         structured log (JSON lines)
@@ -14,7 +14,8 @@ runs/<run_id>/
   trajectory.torn    torn last lines cut from trajectory.jsonl on resume (a run killed mid-write), kept
 
 A file that does not parse is a RunFolderError naming the file (and line); a process that runs or resumes a
-run holds an exclusive lock on its folder, so two cannot drive one run at once.
+run holds an exclusive lock on its folder, so two cannot drive one run at once. Every file is written through
+agent/loop/writes.py, so no write follows a link out of the folder.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,8 @@ from pydantic import BaseModel, ValidationError
 
 from agent.cli import ConfigError
 from agent.loop.records import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
+from agent.loop.redact import redact
+from agent.loop.writes import open_inside, write_inside
 from tools.answer import format_validation_error
 from tools.gpu.base import CompiledModule
 
@@ -44,10 +48,12 @@ class RunFolderError(ConfigError):
     """A run id or folder we refuse or cannot read; the message says why (a usage error: exit 2)."""
 
 
-def check_run_id(run_id: str) -> str:
-    """A run id is one path component of letters, digits, '.', '_' and '-' (so it stays under runs_dir)."""
+def check_run_id(run_id: str, what: str = "run id") -> str:
+    """A run id (or `what` else names a folder under runs_dir: a bench_id) is one path component of letters,
+    digits, '.', '_' and '-' (so it stays under runs_dir)."""
     if not RUN_ID.match(run_id) or run_id in (".", ".."):
-        raise RunFolderError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
+        kind = " is a path, not a folder name:" if "/" in run_id or run_id in (".", "..") else ":"
+        raise RunFolderError(f"invalid {what} {run_id!r}{kind} use letters, digits, '.', '_' and '-' (at most 128)")
     return run_id
 
 
@@ -62,28 +68,35 @@ def error_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 class RunFolder:
     def __init__(self, path: Path):
         self.path = path
 
     @classmethod
-    def create(cls, runs_dir: Path, run_id: str, config: dict[str, Any]) -> RunFolder:
+    def create(
+        cls, runs_dir: Path, run_id: str, config: dict[str, Any], hold: contextlib.ExitStack | None = None
+    ) -> RunFolder:
+        """A new run folder; with `hold`, locked there from the moment it exists (before config.json is written),
+        so another process never finds it unlocked and without turns, which it would take for a dead start."""
         path = Path(runs_dir) / check_run_id(run_id)
         if path.exists():
             raise RunFolderError(f"run folder {path} already exists (use resume={run_id} to continue it)")
         try:
-            (path / "attempts").mkdir(parents=True)
+            path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise RunFolderError(f"runs_dir: cannot create {path}: {e.strerror}") from None
+        try:
+            path.mkdir()
+        except FileExistsError:
+            raise RunFolderError(f"run folder {path} already exists (use resume={run_id} to continue it)") from None
+        except OSError as e:
+            raise RunFolderError(f"runs_dir: cannot create {path}: {e.strerror}") from None
+        if hold is not None:
+            hold.enter_context(_locked(path))
+        (path / "attempts").mkdir()
         folder = cls(path)
-        _write_atomic(path / "config.json", json.dumps({"format_version": TRAJECTORY_FORMAT, **config}, indent=2))
-        (path / "trajectory.jsonl").touch()
+        folder.write_config(config)
+        write_inside(path / "trajectory.jsonl", "")
         return folder
 
     @classmethod
@@ -115,14 +128,16 @@ class RunFolder:
 
     def write_config(self, config: dict[str, Any]) -> None:
         """Replace the settings (a resumed run that changed its limits records the new ones)."""
-        _write_atomic(self.path / "config.json", json.dumps({"format_version": TRAJECTORY_FORMAT, **config}, indent=2))
+        text = json.dumps({"format_version": TRAJECTORY_FORMAT, **redact(config)}, indent=2)
+        write_inside(self.path / "config.json", text, self.path, atomic=True)
 
     def summary(self) -> RunSummary | None:
         p = self.path / "summary.json"
         return _read(p, RunSummary) if p.is_file() else None
 
     def write_summary(self, summary: RunSummary) -> None:
-        _write_atomic(self.path / "summary.json", summary.model_dump_json(indent=2))
+        text = json.dumps(redact(summary.model_dump(mode="json")), indent=2)
+        write_inside(self.path / "summary.json", text, self.path, atomic=True)
 
     def keep_module(self, turn: int, module: CompiledModule) -> dict[str, str]:
         """Write a turn's compiled module; returns where it is and its sha256, for the loop's state to hold."""
@@ -146,14 +161,14 @@ class RunFolder:
     def append_turn(self, turn: Turn) -> None:
         """Write the turn's attempt files, then its line; the line is flushed to disk before returning."""
         stem = self.path / "attempts" / f"turn_{turn.index:02d}"
-        stem.with_suffix(".response.md").write_text(turn.response)
+        write_inside(stem.with_suffix(".response.md"), turn.response, self.path)
         if turn.feedback is not None:
-            stem.with_suffix(".feedback.md").write_text(turn.feedback)
+            write_inside(stem.with_suffix(".feedback.md"), turn.feedback, self.path)
         if turn.solution is not None:
             suffix = ".ptx" if turn.solution.language == "ptx" else ".cu"
-            stem.with_suffix(suffix).write_text(turn.solution.source)
-            stem.with_suffix(".launch.json").write_text(turn.solution.launch.model_dump_json(indent=2))
-        with open(self.path / "trajectory.jsonl", "a") as f:
+            write_inside(stem.with_suffix(suffix), turn.solution.source, self.path)
+            write_inside(stem.with_suffix(".launch.json"), turn.solution.launch.model_dump_json(indent=2), self.path)
+        with open_inside(self.path / "trajectory.jsonl", "a", self.path, encoding="utf-8") as f:
             f.write(turn.model_dump_json() + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -188,9 +203,9 @@ class RunFolder:
         if not data or data.endswith(b"\n"):
             return 0
         start = data.rfind(b"\n") + 1
-        with open(self.path / "trajectory.torn", "ab") as torn:
+        with open_inside(self.path / "trajectory.torn", "ab", self.path) as torn:
             torn.write(data[start:] + b"\n")
-        with open(p, "r+b") as f:
+        with open_inside(p, "r+b", self.path) as f:
             f.truncate(start)
             os.fsync(f.fileno())
         return len(data) - start
@@ -198,6 +213,15 @@ class RunFolder:
     def lock(self) -> contextlib.AbstractContextManager[None]:
         """Hold this run for this process (released when the process ends, however it ends)."""
         return _locked(self.path)
+
+    def refuse_links(self) -> None:
+        """A symbolic link inside the folder (planted: turn_02.response.md → a file elsewhere) would lead what a
+        resumed run writes out of it: refuse the folder, naming the link."""
+        for folder, dirs, files in os.walk(self.path):
+            for link in (Path(folder) / name for name in dirs + files):
+                if link.is_symlink():
+                    raise RunFolderError(f"{link} is a symbolic link: a run folder holds none (a write through it "
+                                         "would leave the folder); remove it to resume")  # fmt: skip
 
     def trajectory(self) -> Trajectory:
         return Trajectory(run_id=self.run_id, config=self.config(), turns=self.turns(), summary=self.summary())
@@ -230,6 +254,17 @@ def _locked(path: Path):
         yield
     finally:
         os.close(fd)
+
+
+def discard_unstarted(path: Path) -> None:
+    """Remove a run folder killed before its first checkpoint (it holds no turn), so the run can start over;
+    a folder another process holds is in use, never removed."""
+    if not path.exists():
+        return
+    with _locked(path):
+        if (path / "config.json").is_file() and RunFolder(path).turns():
+            raise RunFolderError(f"{path} holds turns but no checkpoint to resume from; move it away to rerun it")
+        shutil.rmtree(path)
 
 
 def read_trajectories(folders: list[RunFolder]) -> tuple[list[Trajectory], list[str]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.loop.prompts import parse_prompt, system_prompt, task_prompt
+from agent.loop.writes import write_inside
 from tasks.catalog import get_task
 from tasks.schema import Arch, Task
 
@@ -79,4 +80,4 @@ def write_rows(rows: list[dict[str, Any]], out: Path) -> None:
 
         pq.write_table(pa.Table.from_pylist(rows), out)
         return
-    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_inside(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

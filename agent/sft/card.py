@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import statistics
 from collections import Counter
@@ -15,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agent.loop.writes import write_inside
 from agent.sft.examples import Example, Kind
 from agent.sft.filters import Filters, Selection
 
@@ -51,12 +53,13 @@ def build_card(
     runs: int,
     skipped: list[str],
 ) -> dict[str, Any]:
+    folder = paths["train"].parent
     return {
         "format": kind,
         "description": DESCRIPTIONS[kind],
-        "command": command,
+        "command": relative_paths(command, folder),
         "runs_read": runs,
-        "runs_skipped": skipped,
+        "runs_skipped": [relative_paths(line, folder) for line in skipped],
         "filters": {**asdict(filters), "holdout_tasks": list(filters.holdout_tasks)},
         "held_out_tasks": selection.held_out_tasks,
         "funnel": [asdict(s) for s in selection.funnel],
@@ -66,6 +69,15 @@ def build_card(
             if name in paths
         },
     }
+
+
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.~/-])/[^\s'\"`,;()]*")
+
+
+def relative_paths(text: str, folder: Path) -> str:
+    """`text` (a command line, a message) with each absolute path written relative to `folder`, the card's:
+    a card travels with its data, so it says where things were beside it, not on the exporting machine."""
+    return _ABSOLUTE_PATH.sub(lambda m: os.path.relpath(m.group(), Path(folder).resolve()), text)
 
 
 def describe(examples: list[Example], path: Path, kind: Kind) -> dict[str, Any]:
@@ -102,8 +114,8 @@ def token_stats(lengths: list[int]) -> dict[str, float] | None:
 def write_card(card: dict[str, Any], stem: Path) -> tuple[Path, Path]:
     """STEM.card.json and STEM.card.md; returns their paths."""
     json_path, md_path = stem.with_name(stem.name + ".card.json"), stem.with_name(stem.name + ".card.md")
-    json_path.write_text(json.dumps(card, indent=2) + "\n")
-    md_path.write_text(markdown(card))
+    write_inside(json_path, json.dumps(card, indent=2) + "\n")
+    write_inside(md_path, markdown(card))
     return json_path, md_path
 
 

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.cli import ConfigError
+from agent.loop.writes import open_inside
 from agent.sft.examples import Example, Origin
+from tools import jsontext
+from tools.files import not_a_file
 
 UNKNOWN = "unknown"
 
@@ -49,8 +52,9 @@ class DataFile:
 
 def load(path: Path, require_card: bool = True) -> DataFile:
     """The file's examples and its card; DataError for a missing file, a malformed line or a bad card."""
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
+    problem = not_a_file(path)
+    if problem:
+        raise DataError(f"{path}: {problem.removeprefix('is ')}")
     card_path = find_card(path)
     card = _card(card_path) if card_path else None
     if card is None and require_card:
@@ -115,7 +119,7 @@ def join_answer(reasoning: str, answer: str) -> str:
 
 def write_jsonl(path: Path, lines: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
+    with open_inside(path, "w", encoding="utf-8") as f:
         for line in lines:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
 
@@ -156,26 +160,34 @@ def parse(obj: Any, where: str, fallback_format: str) -> Record:
 
 def _card(path: Path) -> dict[str, Any]:
     try:
-        card = json.loads(path.read_text())
+        card = jsontext.loads(_text(path))
     except json.JSONDecodeError as e:
         raise DataError(f"{path}: not JSON ({e.msg} at line {e.lineno}); export the data again") from None
+    except jsontext.JsonRefused as e:
+        raise DataError(f"{path}: not a data card we read ({e})") from None
     if not isinstance(card, dict):
         raise DataError(f"{path}: not a data card (expected a JSON object)")
     return card
 
 
-def _lines(path: Path) -> list[tuple[int, Any]]:
+def _text(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+def _lines(path: Path) -> list[tuple[int, Any]]:
+    text = _text(path)
     out = []
     # split on newlines only: JSON written with ensure_ascii=False may hold U+2028 inside a string
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
-            out.append((number, json.loads(line)))
+            out.append((number, jsontext.loads(line)))  # limits: a line nested deep or a huge number is refused
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{number}: not JSON ({e.msg} at column {e.colno})") from None
+        except jsontext.JsonRefused as e:
+            raise DataError(f"{path}:{number}: not an example we read ({e})") from None
     return out

@@ -20,6 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.loop.store import RunFolder
+from agent.loop.writes import open_inside
 from agent.sft.card import build_card, write_card
 from agent.sft.examples import Example, collect
 from agent.sft.filters import Filters, select
@@ -112,6 +113,6 @@ def export(folders: list[RunFolder], settings: ExportSettings, command: str) -> 
 
 
 def write_jsonl(path: Path, examples: list[Example]) -> None:
-    with open(path, "w") as f:
+    with open_inside(path, "w", encoding="utf-8") as f:
         for e in examples:
             f.write(json.dumps(e.line(), ensure_ascii=False) + "\n")

@@ -12,6 +12,7 @@ in each example's metadata; its API key is read from the environment by the poli
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,8 +25,9 @@ from agent.loop.policies.base import Reply
 from agent.loop.policies.openai_policy import OpenAIPolicy
 from agent.loop.records import Message
 from agent.loop.tokens import count_messages, count_text
+from agent.loop.writes import write_inside
 from agent.sft import data
-from agent.sft.card import DESCRIPTIONS, describe, markdown
+from agent.sft.card import DESCRIPTIONS, describe, markdown, relative_paths
 from agent.sft.data import DataError, DataFile, Record
 from agent.sft.settings import SynthSettings
 from tools.answer import FENCE, SOURCE_TAGS, SPEC_TAGS
@@ -148,8 +150,8 @@ def synthesize(settings: SynthSettings, command: str, journal: Journal) -> Resul
     synthesized = len(todo) - sum(dropped.values())
     card = _card(file, lines, settings, command, synthesized, dict(dropped))
     card_md = settings.out.with_suffix(".card.md")
-    settings.out.with_suffix(".card.json").write_text(json.dumps(card, indent=2) + "\n")
-    card_md.write_text(markdown(card) + _reasoning_section(card["reasoning"]))
+    write_inside(settings.out.with_suffix(".card.json"), json.dumps(card, indent=2) + "\n")
+    write_inside(card_md, markdown(card) + _reasoning_section(card["reasoning"]))
     return Result(len(file.records), synthesized, len(file.records) - len(todo), dict(dropped), settings.out, card_md)
 
 
@@ -173,8 +175,11 @@ def _card(
     removed = sum(dropped.values())
     return {
         **base,
-        "command": command,
-        "derived_from": {"path": str(file.path), "command": base.get("command")},
+        "command": relative_paths(command, s.out.parent),
+        "derived_from": {
+            "path": os.path.relpath(file.path.resolve(), s.out.parent.resolve()),
+            "command": base.get("command"),
+        },
         "funnel": [
             *base["funnel"],
             {"name": "synth_reasoning", "removed": removed, "kept": len(kept), "file": "train"},

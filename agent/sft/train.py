@@ -48,6 +48,7 @@ from agent.sft.train_record import (
     TrainRecord,
     TrainResult,
 )
+from tools.files import not_a_file
 
 QWEN3 = "Qwen3 (TRL's copy; the model has none)"
 QWEN3_TOKENS = ("<|im_start|>", "<|im_end|>")
@@ -92,8 +93,9 @@ def choose_chat_template(tokenizer: PreTrainedTokenizerBase, model: str, path: P
     """Sets the template to train with and says which it is: the file given, the model's own, or Qwen3's
     (whose special tokens the tokenizer must know)."""
     if path is not None:
-        if not path.is_file():
-            raise ConfigError(f"chat_template={path}: no such file")
+        problem = not_a_file(path)
+        if problem:
+            raise ConfigError(f"chat_template={path}: {problem.removeprefix('is ')}")
         tokenizer.chat_template = path.read_text()
         return str(path)
     if tokenizer.chat_template:

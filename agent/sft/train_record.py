@@ -3,11 +3,12 @@ then how it ended. Typed here, apart from the trainer, so that it reads without 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from agent.loop.writes import write_inside
 
 FORMAT_VERSION = 1
 FILE = "train.json"
@@ -118,10 +119,8 @@ class TrainRecord(BaseModel):
         return version
 
     def write(self, out: Path) -> None:
-        """OUT/train.json, replaced whole (a reader never sees half a record)."""
-        tmp = out / f"{FILE}.tmp"
-        tmp.write_text(self.model_dump_json(indent=2) + "\n")
-        os.replace(tmp, out / FILE)
+        """OUT/train.json, replaced whole (a reader never sees half a record), never through a planted link."""
+        write_inside(out / FILE, self.model_dump_json(indent=2) + "\n", atomic=True)
 
     @classmethod
     def load(cls, out: Path) -> TrainRecord:

@@ -97,3 +97,20 @@ def test_sft_export_skips_cut_turns(runs_dir: Path, tmp_path: Path, capsys: pyte
     assert export_sft([str(runs_dir), "format=kernelgen", f"out={out}", "dedup=false"]) == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["metadata"]["answer"]["run_id"] for line in lines] == ["small"]
+
+
+def test_a_data_card_records_no_path_of_the_exporting_machine(
+    runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    code, _ = solve_with_gpu(scripted(tmp_path, runs_dir, "good", [answer_replaying("passed_fast")], "max_turns=1"),
+                             gpu=RecordedGpu())  # fmt: skip
+    assert code == 0
+    (runs_dir / "broken").mkdir()
+    (runs_dir / "broken" / "config.json").write_text("{not json")
+    (runs_dir / "broken" / "trajectory.jsonl").write_text("")
+    out = tmp_path / "data" / "kernelgen.jsonl"
+    assert export_sft([str(runs_dir), "format=kernelgen", f"out={out}", "dedup=false"]) == 0
+    card = json.loads(out.with_suffix(".card.json").read_text())
+    assert card["runs_skipped"] and card["command"].endswith("../runs format=kernelgen out=kernelgen.jsonl dedup=false")
+    for written in (out.with_suffix(".card.json"), out.with_suffix(".card.md")):
+        assert str(tmp_path) not in written.read_text()

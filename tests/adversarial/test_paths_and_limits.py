@@ -107,3 +107,81 @@ def test_arguments_that_are_not_text(runs_dir: Path, tmp_path: Path, capsys: pyt
     # Bytes that are not UTF-8 reach sys.argv as lone surrogates, which no config.json can hold.
     assert solve(solve_args(runs_dir, tmp_path, "run_id=x\udcff")) == 2
     assert first_error(capsys) == "error: 'run_id=x\\\\udcff' is not UTF-8 text"
+
+
+DEEP = '{"a": ' * 5000 + "1" + "}" * 5000
+OPENAI_SETTINGS = {  # llm=openai's settings that must be refused before the endpoint is asked anything
+    "temperature_inf": (["llm.temperature=1e999"], "llm.temperature: Input should be a finite number"),
+    "extra_deep": ([f"llm.extra={DEEP}"], "llm.extra: nested deeper than 32 levels"),
+    "extra_value_deep": ([f"llm.extra.a={DEEP}"], "llm.extra: nested deeper than 32 levels"),
+    "extra_inf": (['llm.extra={"top_p": 1e999}'], "llm.extra: the number 1e999 is out of range"),
+    "toml_deep": ([], "ptxbench.toml: not a TOML file we can read (nested too deep)"),
+}
+
+
+@pytest.mark.parametrize("case", OPENAI_SETTINGS)
+def test_openai_settings_that_could_not_work_are_refused_at_start(
+    case: str, runs_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    words, message = OPENAI_SETTINGS[case]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PTXBENCH_LIMITS_KEY", "EMPTY")
+    if case == "toml_deep":
+        (tmp_path / "ptxbench.toml").write_text("[llm]\nextra = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n")
+    args = ["task=gemm", "arch=sm_90a", "llm.model=m", "llm.base_url=http://127.0.0.1:9/v1",
+            "llm.api_key_env=PTXBENCH_LIMITS_KEY", f"runs_dir={runs_dir}", *words]  # fmt: skip
+    assert solve(args) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ") and message in line and len(line) < 400
+    assert not runs_dir.exists()
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [("/dev/zero", "/dev/zero is a character device, not a file"), ("FOLDER", "{folder} is a folder, not a file"),
+     ("/proc/self/environ", "/proc/self/environ holds NUL bytes: it is not source text")],
+)  # fmt: skip
+def test_a_path_that_is_not_a_source_file_is_said_to_be_what_it_is(
+    path: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    path = path.replace("FOLDER", str(tmp_path))
+    assert compile_main([path, "--arch", "sm_90a"]) in (1, 2)
+    assert first_error(capsys) == "error: " + message.format(folder=tmp_path)
+
+
+def test_an_id_that_is_a_path_is_said_to_be_one(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert bench(["tasks=gemm", "archs=sm_90a", "llm=reference", "bench_id=../x", f"runs_dir={tmp_path}"]) == 2
+    assert "invalid bench_id '../x' is a path, not a folder name" in first_error(capsys)
+    assert bench(["resume=../x", f"runs_dir={tmp_path}"]) == 2
+    assert "invalid bench id in resume= '../x' is a path" in first_error(capsys)
+
+
+DEEP_LIST = "[" * 5000 + "]" * 5000
+DATA_LINES = {
+    "deep_line": ('{"messages": ' + DEEP_LIST + "}", "data.jsonl:2: not an example we read (nested deeper"),
+    "huge_number": ('{"messages": [], "metadata": {"tokens": ' + "9" * 5000 + "}}",
+                    "data.jsonl:2: not an example we read (an integer of 5,000 digits"),
+    "deep_card": (None, "data.card.json: not a data card we read (nested deeper than 32 levels"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", DATA_LINES)
+def test_train_sft_refuses_data_that_would_crash_its_reader(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    pytest.importorskip("trl")  # agent.train_sft needs the train extra
+    from agent.train_sft import main as train_sft
+
+    line, message = DATA_LINES[case]
+    data = tmp_path / "data.jsonl"
+    good = '{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}'
+    data.write_text(good + "\n" + (line or good) + "\n")
+    if line is None:
+        data.with_suffix(".card.json").write_text('{"files": ' + DEEP_LIST + "}")
+    args = [str(data), "model=x", f"out={tmp_path / 'out'}", f"require_card={line is None}".lower()]
+    assert train_sft(args) == 2
+    error = first_error(capsys)
+    assert error.startswith(f"error: {tmp_path}/") and message in error
+    (tmp_path / "folder.jsonl").mkdir()
+    assert train_sft([str(tmp_path / "folder.jsonl"), "model=x", f"out={tmp_path / 'out'}"]) == 2
+    assert first_error(capsys) == f"error: {tmp_path / 'folder.jsonl'}: a folder, not a file"

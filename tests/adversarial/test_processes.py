@@ -1,9 +1,11 @@
 """Processes: a compile killed with -9 takes its ptxas with it, and what it left (its temp folder) is swept at
 the next start; orphans of a dead process of ours are found by the owner they carry and killed; a child
-forked for a short-lived thread (agent.bench runs in them) is not killed when that thread ends."""
+forked for a short-lived thread (agent.bench runs in them) is not killed when that thread ends; a bench
+never deletes a run folder another process holds."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +15,8 @@ import threading
 import time
 from pathlib import Path
 
-from tests.adversarial.helpers import REPO
+from tasks.catalog import get_task
+from tests.adversarial.helpers import REPO, fill_ok
 from tests.waiting import wait_for
 from tools import procs
 
@@ -112,3 +115,36 @@ def test_a_time_out_kills_the_child() -> None:
         raise AssertionError("no time-out")
     assert time.perf_counter() - start < 5
     assert not children(os.getpid(), "sleep")
+
+
+HOLD_A_NEW_RUN = (  # a run prepared and not yet at its first checkpoint, as agent.solve and agent.bench hold one
+    "import sys, time\nfrom agent.loop.command_line import from_command_line\n"
+    "run = from_command_line(sys.argv[1:])\nprint('holding', flush=True)\ntime.sleep(120)\n"
+)
+
+
+def test_a_bench_does_not_delete_a_run_another_process_is_starting(tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([fill_ok()]))
+    runs_dir, gemm = tmp_path / "runs", get_task("gemm").name
+    live = runs_dir / "b" / f"{gemm}-sm_90a-single-s00"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_A_NEW_RUN, "task=gemm", "arch=sm_90a", "llm=scripted",
+                               f"llm.path={script}", f"runs_dir={live.parent}", f"run_id={live.name}"],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "holding\n"
+        assert not (live / "checkpoints.sqlite").exists() and (live / "config.json").is_file()
+        inode = live.stat().st_ino
+        bench = subprocess.run([sys.executable, "-m", "agent.bench", "tasks=gemm", "archs=sm_90a", "modes=single",
+                                "samples=1", "llm=scripted", f"llm.path={script}", "eval.gpu=false",
+                                f"runs_dir={runs_dir}", "bench_id=b"],
+                               cwd=REPO, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert holder.poll() is None
+        assert live.stat().st_ino == inode and (live / "config.json").is_file()  # the live run's folder is kept
+        assert bench.returncode == 1 and "Traceback" not in bench.stderr
+        assert f"{live} is in use: another process is running or resuming this run" in bench.stderr
+        assert "move it away" not in bench.stderr
+    finally:
+        holder.kill()
+        holder.wait()

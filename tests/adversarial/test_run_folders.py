@@ -1,15 +1,23 @@
-"""Run folders a kill, a careless user or a second process left in a bad way: a torn last line, files that do
-not parse, a resume that has nothing to do, two processes on one run, fixtures that point outside their
-folder. Every refusal names the file; no finished turn is lost; a no-op changes nothing."""
+"""Run folders a kill, a careless user, a second process or an attacker left in a bad way: a torn last line,
+files that do not parse, a resume that has nothing to do, two processes on one run, fixtures that point outside
+their folder, a checkpoint that names code to run. Every refusal names the file; no finished turn is lost; a
+no-op changes nothing."""
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import hashlib
 import json
+import re
+import sqlite3
 from pathlib import Path
 
+import ormsgpack
 import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
 
+from agent.loop.checkpoints import LoopSerializer, UntrustedCheckpoint
 from agent.loop.store import RunFolder
 from agent.replay import main as replay
 from agent.report import main as report
@@ -126,3 +134,61 @@ def test_scripted_fixtures_stay_in_their_folder(
     err = capsys.readouterr().err
     assert err.startswith("error: llm.path: ") and message in err
     assert not runs_dir.exists()  # refused before a run folder was made
+
+
+def plant(checkpoints: Path, value: ormsgpack.Ext) -> None:
+    """Put `value` in the latest checkpoint's state, as a hand-edited checkpoints.sqlite would hold it."""
+    with contextlib.closing(sqlite3.connect(checkpoints)) as db, db:
+        row_id, blob = db.execute("SELECT rowid, checkpoint FROM checkpoints ORDER BY checkpoint_id DESC").fetchone()
+        checkpoint = ormsgpack.unpackb(blob)
+        checkpoint["channel_values"]["stop_reason"] = value
+        db.execute("UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (ormsgpack.packb(checkpoint), row_id))
+
+
+@pytest.mark.parametrize("code", [0, 1, 5])  # a callable with one argument, with several, a "pydantic model"
+def test_a_planted_checkpoint_value_is_not_imported_or_called(
+    code: int, runs_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    folder = run(runs_dir, tmp_path, "planted")
+    marker = tmp_path / "ran"
+    call = {0: ["os", "system", f"touch {marker}"], 1: ["os", "system", [f"touch {marker}"]],
+            5: ["os", "system", {}, "model_validate_json"]}[code]  # fmt: skip
+    plant(folder / "checkpoints.sqlite", ormsgpack.Ext(code, ormsgpack.packb(call)))
+    capsys.readouterr()
+    assert solve(["resume=planted", f"runs_dir={runs_dir}", "max_turns=2", "unverified_turns=2"]) == 2
+    assert not marker.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ") and "the type os.system, which the loop never writes" in line
+    assert str(folder / "checkpoints.sqlite") in line
+    assert [t.index for t in RunFolder(folder).turns()] == [1]  # nothing ran
+
+
+def test_the_loop_loads_only_its_own_checkpoint_values(runs_dir: Path, tmp_path: Path) -> None:
+    """The serializer the loop runs with refuses a planted value too (not only the check before a resume)."""
+    folder = run(runs_dir, tmp_path, "direct")
+    marker = tmp_path / "ran"
+    plant(folder / "checkpoints.sqlite", ormsgpack.Ext(0, ormsgpack.packb(["os", "system", f"touch {marker}"])))
+    with contextlib.closing(sqlite3.connect(folder / "checkpoints.sqlite")) as db:
+        saver = SqliteSaver(db, serde=LoopSerializer())
+        with pytest.raises(UntrustedCheckpoint, match=r"the type os\.system"):
+            saver.get_tuple({"configurable": {"thread_id": "direct"}})
+    assert not marker.exists()
+
+
+def test_model_names_cannot_break_or_inject_into_the_report(runs_dir: Path, tmp_path: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([fill_ok()]))
+    names = ["evil|model\n# Owned", "<img src=x onerror=alert(1)>", "[click](http://example.invalid)"]
+    for number, name in enumerate(names):
+        assert solve(["task=gemm", "arch=sm_90a", "llm=scripted", f"llm.path={script}", f"llm.label={name}",
+                      "max_turns=1", "eval.gpu=false", f"runs_dir={runs_dir}", f"run_id=m{number}"]) == 0  # fmt: skip
+    assert report([str(runs_dir), f"out={tmp_path / 'report'}"]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "# Owned" not in [line.strip() for line in text.splitlines()] and "<img" not in text
+    assert "evil\\|model # Owned" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "\\[click\\](http://example.invalid)" in text
+    for header, rows in re.findall(r"(?m)^(\|.*\|)\n\|[-|]+\|\n((?:\|.*\|\n)+)", text):
+        cells = len(re.split(r"(?<!\\)\|", header))  # every row has as many cells as its header
+        assert all(len(re.split(r"(?<!\\)\|", row)) == cells for row in rows.splitlines()), rows
+    with open(tmp_path / "report" / "trajectories.csv", newline="") as f:
+        assert {row["model"] for row in csv.DictReader(f)} == set(names)  # the CSV keeps them as they are

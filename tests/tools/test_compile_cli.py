@@ -175,7 +175,7 @@ def test_ptx_for_another_target(capsys):
         ("no_block", (), 1, "error: {path}: no ```ptx or ```cuda source block found; put the whole kernel in one"),
         ("bad_grid", ("--task", "gemm"), 1, "error: {path}: the launch spec cannot run:\n"
                                             "- launches[0].grid[0]: evaluates to 0; it must be in 1..2147483647"),
-        ("folder", (), 2, "error: no such file: {path}"),
+        ("folder", (), 2, "error: {path} is a folder, not a file"),
         ("empty", ("--task", "softmax"), 2,
          "error: unknown task 'softmax'; known: gemm_n7168_k5120, mha_with_lse_d128,"),
     ],

@@ -19,6 +19,7 @@ from agent.bench import score
 from agent.bench.inspect.diff import Diff, line_diff
 from agent.bench.inspect.views import LoadedRun, RunCard, Text, json_text, text
 from agent.loop.records import RunConfig, RunSummary, Turn
+from agent.loop.redact import redact
 from agent.loop.summary import turn_outcome
 from tools.assemble import KernelResources
 from tools.evaluation import Stage
@@ -155,11 +156,12 @@ def run_page(run: LoadedRun, card: RunCard, back: str | None) -> RunPage:
     traj = run.traj
     target = traj.config.target_speedup
     first = traj.turns[0].messages if traj.turns else []
+    shown = redact(traj.config.model_dump(mode="json"))  # a folder older versions wrote may hold credentials
     return RunPage(
         card=card,
         summary=run.summary,
-        config=traj.config,
-        config_text=json_text(traj.config.model_dump(mode="json")),
+        config=type(traj.config).model_validate(shown),
+        config_text=json_text(shown),
         prompt=[(m.role, text(m.content)) for m in first],
         turns=[turn_view(t, traj.turns[:i], target) for i, t in enumerate(traj.turns)],
         chart=speedup_chart(traj.turns, target),

@@ -35,6 +35,7 @@ from agent.bench.plan import load as load_bench
 from agent.bench.tables import percent, times
 from agent.loop.records import Trajectory
 from agent.loop.store import RunFolder, error_line, find_runs
+from agent.loop.writes import folder_inside, write_inside
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def build_site(path: Path, out: Path) -> Site:
     folders = _folders(path)
     if (path / "config.json").is_file() and len(folders) == 1 and len(folders[0].runs) == 1:
         run = folders[0].runs[0]
-        _write(out / "index.html", env.get_template("run.html").render(page=run_page(run, run_card(run, ""), None)))
+        _write(out, "index.html", env.get_template("run.html").render(page=run_page(run, run_card(run, ""), None)))
         seconds = time.perf_counter() - start
         return Site(out / "index.html", 1, 1, [], seconds, seconds)
     single = len(folders) == 1
@@ -78,16 +79,16 @@ def build_site(path: Path, out: Path) -> Site:
         page_path = "index.html" if single else f"benches/{folder.slug}.html"
         cards = [run_card(r, f"runs/{folder.slug}/{quote(r.traj.run_id)}.html") for r in folder.runs]
         page = bench_page(folder.slug, str(folder.path), folder.runs, cards, folder.bench, folder.unreadable)
-        _write(out / page_path, env.get_template("bench.html").render(page=page, root="" if single else "../"))
+        _write(out, page_path, env.get_template("bench.html").render(page=page, root="" if single else "../"))
         entries.append((page_path, page))
         back = "../../" + page_path
         run_pages += [(folder.slug, run, card, back) for run, card in zip(folder.runs, cards, strict=True)]
     if not single:
-        _write(out / "index.html", env.get_template("index.html").render(source=str(path), entries=entries))
+        _write(out, "index.html", env.get_template("index.html").render(source=str(path), entries=entries))
     index_seconds = time.perf_counter() - start
     template = env.get_template("run.html")
     for slug, run, card, back in run_pages:
-        _write(out / "runs" / slug / f"{run.traj.run_id}.html", template.render(page=run_page(run, card, back)))
+        _write(out, Path("runs") / slug / f"{run.traj.run_id}.html", template.render(page=run_page(run, card, back)))
     pages = len(entries) + (0 if single else 1) + len(run_pages)
     unreadable = [u for _, page in entries for u in page.unreadable]
     return Site(out / "index.html", pages, len(run_pages), unreadable, index_seconds, time.perf_counter() - start)
@@ -183,9 +184,11 @@ def _numbers(lines: int) -> str:
     return "\n".join(map(str, range(1, lines + 1)))
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+def _write(out: Path, page: Path | str, text: str) -> None:
+    """A page of the site, which stays inside `out` whatever links were planted there."""
+    path = out / page
+    folder_inside(path.parent, out)
+    write_inside(path, text, out)
 
 
 def server(out: Path, port: int) -> http.server.ThreadingHTTPServer:

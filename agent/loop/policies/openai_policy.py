@@ -26,7 +26,7 @@ from agent.loop.config import OpenAIConfig
 from agent.loop.journal import Journal
 from agent.loop.policies.base import ContextOverflow, ModelError, Reply
 from agent.loop.records import Message
-from agent.loop.redact import redact, register
+from agent.loop.redact import redact, register, register_url
 
 RETRY_STATUS = {408, 409, 429}
 MAX_WAIT_S = 60.0
@@ -53,12 +53,13 @@ class OpenAIPolicy:
                 f"(for a server without authentication, set it to any value, e.g. {config.api_key_env}=EMPTY)"
             )
         register(key)
+        register_url(config.base_url)
         self.config = config
         self.journal = journal
         self.client = openai.OpenAI(base_url=config.base_url, api_key=key, max_retries=0, timeout=config.timeout_s)
 
     def describe(self) -> str:
-        return f"openai {self.config.model} at {self.config.base_url}"
+        return f"openai {self.config.model} at {redact(self.config.base_url)}"  # errors and records carry it
 
     def close(self) -> None:
         self.client.close()

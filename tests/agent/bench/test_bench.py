@@ -96,7 +96,7 @@ def test_a_benchs_single_shot_samples_count_only_unless_asked() -> None:
         (["tasks=gemm", "archs=h100", "llm=openai"], "llm=openai needs a model: name it on the command line"),
         (["tasks=gemm", "archs=h100", "max_turn=3"], "unknown setting max_turn; did you mean max_turns?"),
         (["tasks=gemmm", "archs=h100"], "unknown task 'gemmm'"),
-        (["tasks=gemm", "archs=h100", "bench_id=../up"], "invalid run id '../up'"),
+        (["tasks=gemm", "archs=h100", "bench_id=../up"], "invalid bench_id '../up' is a path, not a folder name"),
         (["resume=nosuch"], "is not a bench folder (no bench.json)"),
         (["resume=b", "samples=3"], "a resumed bench cannot change samples"),
     ],

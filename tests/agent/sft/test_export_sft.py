@@ -5,6 +5,7 @@ worked out by hand from the corpus below."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -299,7 +300,11 @@ def test_data_card_counts(corpus: Path, tmp_path: Path) -> None:
     assert train["tokens"] == {
         "min": sizes[0], "median": (sizes[1] + sizes[2]) / 2, "p90": sizes[3], "max": sizes[3], "total": sum(sizes)
     }  # fmt: skip
-    assert card["command"] == f"python -m agent.export_sft {corpus} --format fixit --out {out}"
+    # the card's paths are relative to its folder: nothing of the exporting machine's layout
+    assert (
+        card["command"]
+        == f"python -m agent.export_sft {os.path.relpath(corpus, tmp_path)} --format fixit --out fixit.jsonl"
+    )
     assert card["runs_read"] == 7 and card["runs_skipped"] == []
     assert card["filters"]["dedup"] is True and card["filters"]["max_tokens"] is None
     text = (tmp_path / "fixit.card.md").read_text()
@@ -333,7 +338,8 @@ def test_unreadable_run_is_skipped_and_named(corpus: Path, tmp_path: Path) -> No
     assert main([str(corpus), str(tmp_path / "more"), "--format", "fixit", "--out", str(out)]) == 0
     card = json.loads((tmp_path / "fixit.card.json").read_text())
     assert card["runs_read"] == 8 and len(read(out)) == 4
-    assert card["runs_skipped"][0].startswith(f"{broken.path}: ") and "line 1: not a turn" in card["runs_skipped"][0]
+    skipped = card["runs_skipped"][0]  # named relative to the card's folder
+    assert skipped.startswith("more/broken: more/broken/trajectory.jsonl, line 1: not a turn"), skipped
 
 
 @pytest.mark.parametrize(

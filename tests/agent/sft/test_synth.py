@@ -4,6 +4,7 @@ the real openai client over real HTTP, through the repair loop's own policy."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -120,8 +121,9 @@ def test_the_output_is_exported_data_with_its_own_card(server: OpenAIServer, tmp
     loaded = data.load(out)  # what agent.train_sft reads: the card matches the file
     assert loaded.formats == {"fixit"} and len(loaded.records) == 3
     card, source = loaded.card, json.loads(FIXIT.with_name("fixit.card.json").read_text())
-    assert card["derived_from"] == {"path": str(FIXIT), "command": source["command"]}
-    assert card["command"].startswith(f"python -m agent.synth_reasoning {FIXIT} llm=openai llm.model=teacher")
+    relative = os.path.relpath(FIXIT, tmp_path)  # a card names paths relative to its own folder
+    assert card["derived_from"] == {"path": relative, "command": source["command"]}
+    assert card["command"].startswith(f"python -m agent.synth_reasoning {relative} llm=openai llm.model=teacher")
     assert card["funnel"][:-1] == source["funnel"] and card["reasoning"]["model"] == "teacher"
     assert card["files"]["train"]["by_error_class"] == source["files"]["train"]["by_error_class"]
     text = out.with_name("fixit.card.md").read_text()
