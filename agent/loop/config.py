@@ -107,7 +107,11 @@ class OpenAIConfig(PolicyConfig):
                 value = None
         if not isinstance(value, dict):
             raise ValueError("llm.extra must be a JSON object")
-        return {k: _maybe_json(v) for k, v in value.items()}
+        value = {k: _maybe_json(v) for k, v in value.items()}
+        if value.get("stream"):  # the reply would come as server-sent events, which no retry can read
+            raise ValueError("llm.extra.stream=true is refused: the loop reads each reply whole, as one chat "
+                             "completion; leave stream unset")  # fmt: skip
+        return value
 
     def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
         from agent.loop.policies.openai_policy import OpenAIPolicy  # the openai client only when it is used
