@@ -1,6 +1,9 @@
 """A model's Markdown answer → Solution: one source block (```ptx or ```cuda) and one ```json LaunchSpec.
 
-Every refusal is an AnswerError whose message says what was found, where, and what was expected.
+The answer is read outside the reply's reasoning: a reasoning model's `<think>…</think>` (Qwen3, QwQ), or a
+`</think>` with no opening (DeepSeek-R1, whose chat template opens the reasoning in the prompt) never supplies
+the source or the spec, however many drafts it holds. Every refusal is an AnswerError whose message says what
+was found, where, and what was expected.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ MAX_ANSWER_BYTES = 8 << 20
 SOURCE_TAGS = {"ptx": "ptx", "cuda": "cuda", "cu": "cuda", "c++": "cuda", "cpp": "cuda"}
 SPEC_TAGS = {"json"}
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([^\s`]*)[^`]*$")
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
 class AnswerError(ValueError):
@@ -25,16 +29,24 @@ class AnswerError(ValueError):
 
 
 def extract_solution(markdown: str) -> Solution:
-    """The Solution an answer holds, or AnswerError."""
+    """The Solution an answer holds outside its reasoning, or AnswerError."""
     if len(markdown.encode("utf-8", "replace")) > MAX_ANSWER_BYTES:
         raise AnswerError(f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MB")
-    blocks = _fenced_blocks(markdown)
+    answer, unclosed = outside_reasoning(markdown)
+    blocks = _fenced_blocks(answer)
     sources = [b for b in blocks if b[0] in SOURCE_TAGS]
     specs = [b for b in blocks if b[0] in SPEC_TAGS]
     if not sources:
+        if unclosed is not None:
+            raise AnswerError(f"the reply ends inside its reasoning ({THINK_OPEN} at line {unclosed} is never "
+                              f"closed), so it holds no answer: close the reasoning with {THINK_CLOSE} and put "
+                              "the ```ptx (or ```cuda) block and the ```json launch spec after it")  # fmt: skip
         others = sorted({b[0] or "(untagged)" for b in blocks})
         seen = f" (found blocks tagged: {', '.join(others)})" if others else ""
-        raise AnswerError(f"no ```ptx or ```cuda source block found{seen}; put the whole kernel in one")
+        drafts = len([b for b in _fenced_blocks(markdown) if b[0] in SOURCE_TAGS])
+        where = f" outside the reasoning ({drafts} inside {THINK_OPEN}…{THINK_CLOSE}, not read)" if drafts else ""
+        raise AnswerError(f"no ```ptx or ```cuda source block found{where}{seen}; put the whole kernel in one "
+                          "```ptx (or ```cuda) block and the launch spec in one ```json block after it")  # fmt: skip
     if len(sources) > 1:
         lines = ", ".join(str(b[1]) for b in sources)
         raise AnswerError(
@@ -50,6 +62,33 @@ def extract_solution(markdown: str) -> Solution:
     if not source.strip():
         raise AnswerError(f"the ```{tag} block is empty")
     return Solution(language=SOURCE_TAGS[tag], source=source, launch=parse_launch_spec(specs[0][2], specs[0][1]))
+
+
+def outside_reasoning(text: str) -> tuple[str, int | None]:
+    """`text` with its reasoning blanked (each reasoning line left empty, so line numbers stay the reply's), and
+    the line of a `<think>` never closed (the reply ends inside it), or None. Reasoning: everything before a
+    first `</think>` that no `<think>` opens, every `<think>…</think>`, and everything after an unclosed
+    `<think>`."""
+    kept, pos, unclosed = [], 0, None
+    first_close, first_open = text.find(THINK_CLOSE), text.find(THINK_OPEN)
+    if first_close != -1 and (first_open == -1 or first_close < first_open):
+        kept.append(_blank(text[: first_close + len(THINK_CLOSE)]))
+        pos = first_close + len(THINK_CLOSE)
+    while (start := text.find(THINK_OPEN, pos)) != -1:
+        kept.append(text[pos:start])
+        end = text.find(THINK_CLOSE, start)
+        if end == -1:
+            unclosed = text.count("\n", 0, start) + 1
+            pos = start
+            break
+        kept.append(_blank(text[start : end + len(THINK_CLOSE)]))
+        pos = end + len(THINK_CLOSE)
+    kept.append(_blank(text[pos:]) if unclosed is not None else text[pos:])
+    return "".join(kept), unclosed
+
+
+def _blank(reasoning: str) -> str:
+    return "\n" * reasoning.count("\n")
 
 
 def parse_launch_spec(text: str, first_line: int = 0) -> LaunchSpec:

@@ -1,6 +1,9 @@
 """PTX → cubin with the ptxas binary (`-v`, which keeps setmaxnreg, unlike nvJitLink), and CUDA C++ →
 PTX → cubin through NVRTC. Results carry per-kernel resources and diagnostics that quote the
-offending line; CUDA diagnostics point at the user's lines, also when ptxas rejects inline PTX."""
+offending line; CUDA diagnostics point at the user's lines, also when ptxas rejects inline PTX. Every
+warning and info line the compilers print is a diagnostic (only the `-v` resource report is parsed
+instead), attributed to the kernel it names; those that say the kernel runs slowly carry their usual cause
+(tools/ptxas_advice.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from tasks.schema import Arch
-from tools import nvrtc, procs
+from tools import nvrtc, procs, ptxas_advice
 from tools import ptx as ptx_text
 from tools.toolchain import ToolNotFound, find_tool
 
@@ -36,14 +39,30 @@ _PROPERTIES = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\
 # "Used 58 registers, used 1 barriers, 4104 bytes smem, 400 bytes cmem[0]": the parts after registers are optional
 _USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
 _ARCH_TARGET = re.compile(r"sm_(\d+)([af]?)")
+# The `-v` resource report: parsed into KernelResources, not diagnostics.
+_REPORT = re.compile(
+    r"^(Compiling entry function|Function properties for|Used \d+ registers|\d+ bytes gmem|Compile time)"
+)
+_AROUND_LINE = re.compile(r"\baround line (\d+)")
+_NAMED_FUNCTION = re.compile(r"\b(?:in|for) (?:the )?function '([^']+)'")
+# Warnings ptxas prints only when asked: a kernel that spills or uses local memory runs slowly, so say so.
+PTXAS_WARNINGS = ("--warn-on-spills", "--warn-on-local-memory-usage")
 
 
 class Diagnostic(BaseModel):
     line: int | None = Field(description="Line in the user's source (PTX, or CUDA for a CUDA answer).")
-    severity: Literal["error", "warning"]
-    message: str
+    severity: Literal["error", "warning", "info"]
+    message: str = Field(description="As the compiler wrote it (a hint of ours may follow in parentheses).")
     source_line: str | None = Field(None, description="The offending line, quoted.")
     ptx_line: int | None = Field(None, description="For CUDA answers: the line in the generated PTX.")
+    kernel: str | None = Field(
+        None, description="The function the message is about (named in it, or holding its line); None: the module."
+    )
+    performance: str | None = Field(
+        None,
+        description="Set when the message says the kernel runs slowly: its usual cause, in one line ('' "
+        "when ptxas's words are all we know).",
+    )
 
     def render(self) -> str:
         where = f"line {self.line}" if self.line else "module"
@@ -186,7 +205,8 @@ def _assemble(
     with tempfile.TemporaryDirectory(prefix=procs.temp_prefix("ptxas")) as tmp:
         src, out = Path(tmp) / PTX_NAME, Path(tmp) / "kernel.cubin"
         src.write_text(ptx)
-        cmd = [str(ptxas.path), f"-arch={arch}", "-v", *(["-lineinfo"] if line_info else []), "-o", str(out), str(src)]
+        cmd = [str(ptxas.path), f"-arch={arch}", "-v", *PTXAS_WARNINGS, *(["-lineinfo"] if line_info else []),
+               "-o", str(out), str(src)]  # fmt: skip
         try:
             done = procs.run(cmd, budget.left(), memory_bytes=PTXAS_MEMORY_BYTES, cwd=tmp)
         except subprocess.TimeoutExpired:
@@ -227,28 +247,71 @@ def _resources(log: str) -> list[KernelResources]:
 def _ptxas_diagnostics(log: str, ptx_lines: list[str], cuda_lines: list[str] | None) -> list[Diagnostic]:
     out = []
     loc_map = _cuda_line_map(ptx_lines) if cuda_lines is not None else None
+    functions = _function_spans(ptx_lines)
     for line in log.splitlines():
         m = _PTXAS_LINE.match(line.strip())
-        if not m or m.group("sev") == "info" or "assembly aborted due to errors" in m.group("msg"):
+        if not m or _REPORT.match(m.group("msg")) or "assembly aborted due to errors" in m.group("msg"):
             continue
-        severity = "warning" if m.group("sev") == "warning" else "error"
+        severity = m.group("sev") if m.group("sev") in ("warning", "info") else "error"
         message = m.group("msg").strip()
         if "Unsupported .version" in message:
             message += " (ptxas here accepts PTX up to the version it names: change the .version line)"
         if "Memory allocation failure" in message:
             message += f" (ptxas may use {PTXAS_MEMORY_BYTES / 2**30:g} GiB here: make the module smaller)"
-        ptx_line = int(m.group("line")) if m.group("line") else None
+        around = _AROUND_LINE.search(message)
+        ptx_line = int(m.group("line")) if m.group("line") else int(around.group(1)) if around else None
+        named = _NAMED_FUNCTION.search(message)
+        notes = {"kernel": named.group(1) if named else _function_at(functions, ptx_line),
+                 "performance": ptxas_advice.performance_cause(message) if severity != "error" else None}  # fmt: skip
         if loc_map is None:
             out.append(Diagnostic(line=ptx_line, severity=severity, message=message,
-                                  source_line=_quote(ptx_lines, ptx_line)))  # fmt: skip
+                                  source_line=_quote(ptx_lines, ptx_line), **notes))  # fmt: skip
             continue
         cuda_line = loc_map.get(ptx_line) if ptx_line else None
         quoted_ptx = _quote(ptx_lines, ptx_line)
         if quoted_ptx:
             message += f" (generated PTX line {ptx_line}: `{quoted_ptx}`)"
         out.append(Diagnostic(line=cuda_line, severity=severity, message=message,
-                              source_line=_quote(cuda_lines, cuda_line), ptx_line=ptx_line))  # fmt: skip
+                              source_line=_quote(cuda_lines, cuda_line), ptx_line=ptx_line, **notes))  # fmt: skip
     return out
+
+
+_FUNCTION_START = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+)?\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$]+)")
+
+
+def _function_spans(ptx_lines: list[str]) -> list[tuple[int, str]]:
+    """(first line, name) of every .entry and .func defined in the module, in order; a module with one
+    function owns its messages that name none."""
+    return [(n, m.group(1)) for n, line in enumerate(ptx_lines, start=1) if (m := _FUNCTION_START.match(line))]
+
+
+def _function_at(functions: list[tuple[int, str]], line: int | None) -> str | None:
+    if line is None:
+        return functions[0][1] if len(functions) == 1 else None
+    return next((name for start, name in reversed(functions) if start <= line), None)
+
+
+def group_by_kernel(diagnostics: list[Diagnostic]) -> dict[str | None, list[Diagnostic]]:
+    """Diagnostics per kernel, in the order the kernels first appear; None: about the module as a whole."""
+    groups: dict[str | None, list[Diagnostic]] = {}
+    for d in diagnostics:
+        groups.setdefault(d.kernel, []).append(d)
+    return groups
+
+
+def render_grouped(diagnostics: list[Diagnostic], causes: bool = False) -> str:
+    """Diagnostics as `- kernel NAME:` groups of rendered lines; `causes`: each performance message followed by
+    its usual cause."""
+    out = []
+    for kernel, group in group_by_kernel(diagnostics).items():
+        out.append(f"- kernel {kernel}:" if kernel else "- the module:")
+        for d in group:
+            out.append(f"  {f'line {d.line}: ' if d.line else ''}{d.severity}: {d.message}")
+            if d.source_line:
+                out.append(f"      {d.source_line}")
+            if causes and d.performance:
+                out.append(f"    usual cause: {d.performance}")
+    return "\n".join(out)
 
 
 _LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)")

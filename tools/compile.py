@@ -16,7 +16,7 @@ from tasks.catalog import TARGETS, get_task, renamed
 from tasks.schema import Arch, UnknownName
 from tools import procs, sass
 from tools.answer import AnswerError, extract_solution, format_validation_error
-from tools.assemble import MAX_SOURCE_BYTES, CompileResult
+from tools.assemble import MAX_SOURCE_BYTES, CompileResult, Diagnostic, render_grouped
 from tools.evaluation import StageState
 from tools.files import not_a_file, read_capped
 from tools.options import EvalOptions
@@ -138,12 +138,8 @@ def render(report: dict) -> str:
         out += [f"  - {p}" for p in report["abi"]]
         out += [f"  cross-check {c['check']} ({c['verdict']}): {c['message']}" for c in report["crosschecks"]]
     if report["diagnostics"]:
-        out.append("diagnostics:")
-        for d in report["diagnostics"]:
-            where = f"line {d['line']}" if d["line"] else "module"
-            out.append(f"  {where}: {d['severity']}: {d['message']}")
-            if d["source_line"]:
-                out.append(f"      {d['source_line']}")
+        out.append("diagnostics, per kernel as the compilers wrote them (with the usual cause of a slow one):")
+        out.append(render_grouped([Diagnostic.model_validate(d) for d in report["diagnostics"]], causes=True))
     return "\n".join(out)
 
 

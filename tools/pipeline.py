@@ -24,7 +24,7 @@ from tools import procs, sass
 from tools import ptx as ptx_text
 from tools.abi import check_abi
 from tools.answer import AnswerError, extract_solution
-from tools.assemble import CompileResult, compile_source
+from tools.assemble import CompileResult, compile_source, render_grouped
 from tools.crosscheck import cross_check, cross_check_summary
 from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu.base import CompiledModule, Gpu, Unavailable
@@ -103,10 +103,8 @@ def compile_stage(language: str, source: str, arch: Arch, timeout_s: float) -> t
         return StageResult(
             name=Stage.COMPILE, state=StageState.FAILED, message=compiled.message(), detail=detail
         ), compiled
-    warnings = [d.render() for d in compiled.diagnostics if d.severity == "warning"]
-    return StageResult(
-        name=Stage.COMPILE, state=StageState.PASSED, message="\n".join(warnings[:5]), detail=detail
-    ), compiled
+    notes = render_grouped([d for d in compiled.diagnostics if d.severity != "error"])
+    return StageResult(name=Stage.COMPILE, state=StageState.PASSED, message=notes, detail=detail), compiled
 
 
 @_timed

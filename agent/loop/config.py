@@ -118,6 +118,9 @@ class OpenAIConfig(PolicyConfig):
                 f"{secret} is refused: the API key is read only from the environment (${KEY_ENV}, or "
                 "the variable llm.api_key_env names), never from settings that are written down"
             )
+        if value.get("stream"):  # the reply would come as server-sent events, which no retry can read
+            raise ValueError("llm.extra.stream=true is refused: the loop reads each reply whole, as one chat "
+                             "completion; leave stream unset")  # fmt: skip
         return value
 
     def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:

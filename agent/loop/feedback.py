@@ -13,6 +13,7 @@ from typing import Any
 from agent.loop.prompts import render
 from tasks.expr import evaluate
 from tasks.schema import Arch, Task
+from tools.assemble import Diagnostic, render_grouped
 from tools.evaluation import Evaluation, Stage, StageResult, StageState
 from tools.gpu.stages import GPU_STAGES
 
@@ -40,6 +41,9 @@ def feedback_message(
         "stages": stage_line(evaluation),
         "failure": failure_text(evaluation),
         "resources": resources(evaluation),
+        "compiler_messages": compiler_messages(evaluation),
+        "performance_warnings": performance_warnings(evaluation),
+        "other_compiler_messages": compiler_messages(evaluation, performance=False),
         "sass_notes": _stage_message(evaluation, Stage.SASS) or "none",
         "static_targets": static_targets(evaluation),
         "gpu_skipped": next((s.message for s in evaluation.stages if s.name in GPU_STAGES), ""),
@@ -136,6 +140,34 @@ def resources(evaluation: Evaluation) -> str:
             f"{k.get('shared_bytes', 0)} bytes of static shared memory, {k.get('stack_bytes', 0)} bytes of stack"
         )
     return "\n".join(lines) or "- (no resource report)"
+
+
+def _compiler_notes(evaluation: Evaluation) -> list[Diagnostic]:
+    """The compile stage's warnings and info lines (ptxas's and NVRTC's), as recorded in its detail."""
+    stage = evaluation.stage(Stage.COMPILE)
+    recorded = (stage.detail.get("diagnostics") if stage else None) or []
+    return [d for d in map(Diagnostic.model_validate, recorded) if d.severity != "error"]
+
+
+def compiler_messages(evaluation: Evaluation, performance: bool = True) -> str:
+    """Every warning and info line the compilers printed, per kernel, quoted; `performance=False`: those that do
+    not say the kernel runs slowly (performance_warnings shows the others). "" when there are none."""
+    notes = [d for d in _compiler_notes(evaluation) if performance or d.performance is None]
+    if not notes:
+        return ""
+    return f"What the compilers said, per kernel (quoted):\n{cut(render_grouped(notes), DETAIL_CHARS)}"
+
+
+def performance_warnings(evaluation: Evaluation) -> str:
+    """The compilers' messages that say the kernel runs slowly (serialized wgmma, spills, local memory), each
+    with its usual cause; "" when there are none."""
+    slow = [d for d in _compiler_notes(evaluation) if d.performance is not None]
+    if not slow:
+        return ""
+    return (
+        "Performance warnings (ptxas says these make the kernel slower than it could be; quoted, with the usual "
+        f"cause):\n{cut(render_grouped(slow, causes=True), MESSAGE_CHARS // 2)}"
+    )
 
 
 def static_targets(evaluation: Evaluation) -> str:

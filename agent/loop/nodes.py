@@ -62,6 +62,7 @@ def generate(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         "finish_reason": reply.finish_reason,
         "prompt_tokens": reply.prompt_tokens if reply.prompt_tokens is not None else prompt_estimate,
         "completion_tokens": completion,
+        "unreadable": reply.unreadable,
     }
     ctx.journal.event(
         "generate.done",
@@ -133,7 +134,9 @@ def extract(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     bad block size is refused here)."""
     ctx = runtime.context
     reply = state["reply"]
-    if reply["finish_reason"] == "length":  # a truncated module is never worth assembling
+    if reply.get("unreadable"):  # a stream, only tool calls, nothing written: said once, not retried
+        static = Static(stages=[StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=reply["unreadable"])])
+    elif reply["finish_reason"] == "length":  # a truncated module is never worth assembling
         static = Static(stages=[StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=TRUNCATED)])
     else:
         static = pipeline.extract(ctx.task, ctx.arch, answer=replies.whole_answer(reply, ctx.folder.path))

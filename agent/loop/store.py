@@ -143,7 +143,7 @@ class RunFolder:
         """Write a turn's compiled module; returns where it is and its sha256, for the loop's state to hold."""
         relative = f"attempts/turn_{turn:02d}.module.json"
         data = module.model_dump_json().encode()
-        _write_atomic(self.path / relative, data.decode())
+        write_inside(self.path / relative, data, self.path, atomic=True)
         return {"path": relative, "sha256": hashlib.sha256(data).hexdigest()}
 
     def module(self, kept: dict[str, str]) -> CompiledModule:

@@ -33,10 +33,12 @@ class Behaviour:
     delay_s: float = 0.0
     usage: bool = True
     echo_authorization: bool = False  # the error names the request's Authorization header, as careless servers do
+    content_type: str = "application/json"
+    message: dict[str, Any] = field(default_factory=dict)  # message fields beside content, e.g. tool_calls
 
 
 def completion(b: Behaviour, prompt_tokens: int = 1234, completion_tokens: int = 56) -> bytes:
-    message = {"role": "assistant", "content": b.content, **b.reasoning}
+    message = {"role": "assistant", "content": b.content, **b.reasoning, **b.message}
     data: dict[str, Any] = {
         "id": "chatcmpl-test",
         "object": "chat.completion",
@@ -81,7 +83,7 @@ class OpenAIServer:
                     payload = b.body if b.body is not None else completion(b)
                 try:
                     self.send_response(b.status)
-                    self.send_header("content-type", "application/json")
+                    self.send_header("content-type", b.content_type)
                     self.send_header("content-length", str(len(payload)))
                     for k, v in b.headers.items():
                         self.send_header(k, v)

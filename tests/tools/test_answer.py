@@ -70,7 +70,10 @@ def test_content_hash_follows_the_content():
 def test_no_source_block():
     message = refusal(answer(("python", "print(1)"), ("json", json.dumps(SPEC))))
     assert "no ```ptx or ```cuda source block found (found blocks tagged: json, python)" in message
-    assert "no ```ptx or ```cuda source block found; put the whole kernel in one" in refusal("Just prose.\n")
+    assert refusal("Just prose.\n") == (
+        "no ```ptx or ```cuda source block found; put the whole kernel in one ```ptx "
+        "(or ```cuda) block and the launch spec in one ```json block after it"
+    )
 
 
 def test_two_source_blocks():
@@ -150,3 +153,55 @@ def _spec_error(text: str) -> AnswerError:
     with pytest.raises(AnswerError) as refused:
         parse_launch_spec(text)
     return refused.value
+
+
+DRAFT = PTX.replace("ret;", "// a first try\n\tret;")
+FINAL = answer(("ptx", PTX), ("json", json.dumps(SPEC)), prose="The kernel:")
+
+
+def reasoning(*blocks: tuple[str, str]) -> str:
+    """A reasoning model's thoughts: prose, and drafts of the answer's blocks."""
+    return "Let me think about the tiling.\n\n" + "".join(f"```{tag}\n{body}\n```\n" for tag, body in blocks)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # Qwen3 / QwQ: the reply opens and closes its reasoning
+        f"<think>\n{reasoning(('ptx', DRAFT), ('json', json.dumps(SPEC)))}</think>\n\n{FINAL}",
+        # DeepSeek-R1: the chat template opened <think> in the prompt, the completion only closes it
+        f"{reasoning(('ptx', DRAFT), ('cuda', '__global__ void k() {}'))}\n</think>\n\n{FINAL}",
+        # reasoning that is not at the start, and more than one
+        f"Plan first.\n<think>{reasoning(('ptx', DRAFT))}</think>\n{FINAL}<think>\n```ptx\n{DRAFT}\n```\n</think>\n",
+        # an empty think block (Qwen3 with thinking off)
+        f"<think>\n\n</think>\n\n{FINAL}",
+    ],
+    ids=["qwen3", "r1_no_opening", "several", "empty"],
+)
+def test_the_answer_is_read_outside_the_reasoning(reply: str) -> None:
+    solution = extract_solution(reply)
+    assert solution.source == PTX + "\n" and "a first try" not in solution.source
+    assert solution.launch.launches[0].kernel == "k"
+
+
+def test_drafts_in_the_reasoning_only_are_not_an_answer() -> None:
+    reply = f"<think>\n{reasoning(('ptx', DRAFT), ('ptx', DRAFT), ('json', json.dumps(SPEC)))}</think>\n\nDone.\n"
+    message = refusal(reply)
+    assert message.startswith("no ```ptx or ```cuda source block found outside the reasoning (2 inside "
+                              "<think>…</think>, not read); put the whole kernel in one")  # fmt: skip
+
+
+def test_a_reply_that_ends_inside_its_reasoning_says_so() -> None:
+    cut_off = f"Sure.\n<think>\n{reasoning(('ptx', DRAFT), ('json', json.dumps(SPEC)))}and then"
+    assert refusal(cut_off) == (
+        "the reply ends inside its reasoning (<think> at line 2 is never closed), so it holds no answer: close "
+        "the reasoning with </think> and put the ```ptx (or ```cuda) block and the ```json launch spec after it"
+    )
+
+
+def test_line_numbers_stay_the_replys() -> None:
+    """Reasoning is blanked, not removed, so a refusal's line numbers point into the whole reply."""
+    final = answer(("ptx", PTX), ("cuda", "__global__ void k() {}"), ("json", json.dumps(SPEC)))
+    reply = f"<think>\n{reasoning(('ptx', DRAFT))}</think>\n{final}"
+    opening = [i for i, line in enumerate(reply.splitlines(), 1) if line in ("```ptx", "```cuda")][1:]
+    assert f"2 source blocks found (opening at lines {opening[0]}, {opening[1]})" in refusal(reply)

@@ -107,6 +107,34 @@ def test_ptxas_error_in_inline_asm_is_mapped_back_to_the_cuda_line():
     assert any("Not a name of any known instruction: 'mvo'" in e.message for e in result.errors)
 
 
+UNFENCED_WGMMA_CUDA = """\
+extern "C" __global__ void __launch_bounds__(128, 1) pv(const unsigned* p, float* out, unsigned long long desc) {
+    float acc[4] = {};
+    unsigned a[4];
+    for (int i = 0; i < 4; ++i) a[i] = p[threadIdx.x * 4 + i];
+    asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, %8, 1, 1, 1, 1;"
+                 : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    for (int i = 0; i < 4; ++i) out[threadIdx.x * 4 + i] = acc[i];
+}
+"""
+
+
+def test_a_ptxas_info_line_on_inline_ptx_lands_on_the_cuda_line():
+    """A wgmma with no wgmma.fence before it: ptxas's C7519 names a line of NVRTC's PTX, and the diagnostic
+    quotes both that line and the user's asm statement, attributed to the kernel, with its usual cause."""
+    result = compile_cuda(UNFENCED_WGMMA_CUDA, Arch.SM_90A)
+    assert result.ok, result.message()
+    [info] = result.diagnostics
+    assert (info.severity, info.kernel, info.line) == ("info", "pv", 8)
+    assert info.message.startswith("(C7519) warpgroup.arrive is injected in around line ")
+    assert "wgmma.mma_async" in result.ptx.splitlines()[info.ptx_line - 1]
+    assert info.source_line.startswith(': "r"(a[0])') and info.performance
+
+
 @pytest.mark.parametrize(
     ("source", "line", "message"),
     [

@@ -17,6 +17,7 @@ class Reply:
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    unreadable: str | None = None  # why the reply holds no answer any retry could give (one line for the model)
 
 
 class Policy(Protocol):

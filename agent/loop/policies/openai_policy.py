@@ -2,7 +2,10 @@
 
 Retried with exponential back-off (the server's Retry-After wins when it gives a usable one): 408, 409,
 429, 5xx, time-outs, dropped connections, and replies that are not a chat completion; each retry is said on
-the terminal with its wait. Refusals that retrying cannot fix end the run: a bad key or unknown model is a
+the terminal with its wait. Replies that will never read as an answer are not retried but answered at once,
+as a Reply whose `unreadable` says why (the turn's extract error): a streamed (server-sent events) body, a
+message with only tool calls, empty content that the model ended on purpose. Refusals that retrying cannot
+fix end the run: a bad key or unknown model is a
 configuration error, a request longer than the model's context a ContextOverflow (the loop compacts the
 conversation and asks once more), any other 4xx a ModelError. Every text taken from the endpoint is redacted
 (agent/loop/redact.py) before it goes anywhere: servers echo the key in their errors.
@@ -74,7 +77,8 @@ class OpenAIPolicy:
             request["extra_body"] = self.config.extra
         for attempt in range(self.config.retries + 1):
             try:
-                return _reply(self.client.chat.completions.create(**request))
+                raw = self.client.chat.completions.with_raw_response.create(**request)
+                return _streamed(raw.text) or _reply(raw.parse())
             except Exception as e:  # sorted below: only transient failures come round again
                 reason, wait = self._classify(e, attempt)
                 if attempt == self.config.retries:
@@ -115,6 +119,35 @@ class OpenAIPolicy:
         raise error
 
 
+def _streamed(body: str) -> Reply | None:
+    """The Reply for a body of server-sent events (`data: {...}` lines: a streamed reply, which the loop never
+    asks for), or None for any other body."""
+    if not body.lstrip().startswith(("data:", "event:")):
+        return None
+    return Reply(
+        text="",
+        unreadable="the endpoint answered with a stream (server-sent events) where one chat completion was asked "
+        "for, so there is no answer to read: the server streams every reply (check its settings and llm.extra)",
+    )
+
+
+def _unreadable(text: str, message: Any, finish_reason: str | None, reasoning: str | None) -> str | None:
+    """Why a well-formed completion still holds no answer: only tool calls, or empty content the model ended."""
+    if text.strip():
+        return None
+    calls = getattr(message, "tool_calls", None) or []
+    names = [getattr(getattr(c, "function", None), "name", None) or "(unnamed)" for c in calls]
+    write = "write the ```ptx (or ```cuda) block and the ```json launch spec in the message itself"
+    if names:
+        more = f" (and {len(names) - 1} more call{'s' if len(names) > 2 else ''})" if len(names) > 1 else ""
+        return (f"the model called tool {_short(names[0], 80)}{more}; this mode offers no tools and expects the "
+                f"answer in the message: {write}")  # fmt: skip
+    if finish_reason == "stop":
+        thought = f", after {len(reasoning):,} characters of reasoning (not read as the answer)" if reasoning else ""
+        return f"the reply was empty: the model ended it (finish_reason=stop) without any text{thought}; {write}"
+    return None
+
+
 def _reply(completion: Any) -> Reply:
     """A Reply from a chat completion, keeping reasoning text where the server returns it."""
     choices = getattr(completion, "choices", None)
@@ -126,13 +159,16 @@ def _reply(completion: Any) -> Reply:
         raise MalformedReply("the first choice has no message")
     extra = getattr(message, "model_extra", None) or {}
     reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+    reasoning = reasoning if isinstance(reasoning, str) and reasoning else None
     usage = getattr(completion, "usage", None)
+    text, finish_reason = message.content or "", getattr(choice, "finish_reason", None)
     return Reply(
-        text=message.content or "",
-        reasoning=reasoning if isinstance(reasoning, str) and reasoning else None,
-        finish_reason=getattr(choice, "finish_reason", None),
+        text=text,
+        reasoning=reasoning,
+        finish_reason=finish_reason,
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         completion_tokens=getattr(usage, "completion_tokens", None),
+        unreadable=_unreadable(text, message, finish_reason, reasoning),
     )
 
 

@@ -1,19 +1,26 @@
 """The knowledge packs as composable parts: every PTX snippet in them assembles with the real ptxas for its arch
-(whole modules as written, fragments inside a kernel that declares the registers and parameters they use), the
-target instructions they teach show up in the SASS, and the sm_100a pack carries no Hopper facts."""
+(whole modules as written, fragments inside a kernel that declares the registers and parameters they use), every
+CUDA snippet compiles with the real NVRTC and ptxas, none draws a warning or info line from either (a
+serialized wgmma, a spill, local memory), the target instructions they teach show up in the SASS, and the sm_100a
+pack carries no Hopper facts."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from agent.loop.prompts import PARTS, knowledge, parse_prompt, prompt_name, system_prompt, toolchain
+from tasks.catalog import get_task
 from tasks.schema import Arch
 from tools import sass
-from tools.assemble import compile_ptx
+from tools.assemble import compile_cuda, compile_ptx
+from tools.plan import plan_launches
+from tools.solution import LaunchSpec
 
 BLOCK = re.compile(r"^```ptx\n(.*?)^```", re.S | re.M)
+CUDA_BLOCK = re.compile(r"^```cuda\n(.*?)^```", re.S | re.M)
 # A fragment runs inside this kernel: registers by prefix (%p predicates, %h 16-bit, %r 32-bit, %rd 64-bit, %f
 # fp32), the parameters tmap_a, tmap_b, tmap_c (tensor maps), c (a pointer) and n (a count), and `smem`.
 KERNEL = """\
@@ -78,6 +85,43 @@ def test_every_snippet_assembles_for_its_arch(assembled) -> None:
     # Not a warning either: setmaxnreg ignored (C7508), an instruction the arch does not have, …
     warned = [f"line {line}: {d.render()}" for line, r in results for d in r.diagnostics]
     assert not warned, "\n".join(warned)
+
+
+@pytest.mark.parametrize("arch", list(Arch), ids=str)
+def test_every_cuda_snippet_compiles_without_a_word_from_the_compilers(arch: Arch) -> None:
+    text = knowledge(arch, parse_prompt("full"))
+    blocks = [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in CUDA_BLOCK.finditer(text)]
+    assert len(blocks) >= (2 if arch is Arch.SM_90A else 1)
+    for line, code in blocks:
+        result = compile_cuda(code, arch)
+        assert result.ok, f"line {line}: {result.message()}"
+        assert not result.diagnostics, f"line {line}: " + "\n".join(d.render() for d in result.diagnostics)
+
+
+INLINE_TENSOR_MAP = re.compile(r'`(\{"tensor_map": [^`…]*\})`')  # whole ones, not those cut short with …
+INLINE_GRID = re.compile(r'`"grid": (\[[^`]*\])`')
+# The backward's scratch buffers, declared as its worked example declares them.
+SCRATCH = [{"name": "delta", "dtype": "float32", "shape": ["B", "H", "S"]},
+           {"name": "dq_accum", "dtype": "float32", "shape": ["B", "H", "S", "D"]}]  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", list(Arch), ids=str)
+def test_the_launch_spec_pieces_in_the_pack_plan(arch: Arch) -> None:
+    """Each tensor-map argument the pack writes out plans against the attention backward (its view, box and
+    alignment pass the harness's checks), and each grid against the GEMM: SpecError would say what fails."""
+    text = knowledge(arch, parse_prompt("full"))
+    maps, grids = INLINE_TENSOR_MAP.findall(text), INLINE_GRID.findall(text)
+    assert len(maps) >= 2 and grids
+    for arg in maps:
+        launch = {"kernel": "k", "grid": [1, 1, 1], "block": [128, 1, 1], "args": [json.loads(arg)]}
+        plan = plan_launches(LaunchSpec.model_validate({"launches": [launch], "scratch": SCRATCH}),
+                             get_task("attn_bwd"), arch)  # fmt: skip
+        assert plan.launches[0].args[0].tensor_map is not None
+    for grid in grids:
+        spec = LaunchSpec.model_validate(
+            {"launches": [{"kernel": "k", "grid": json.loads(grid), "block": [128, 1, 1]}]}
+        )
+        assert plan_launches(spec, get_task("gemm"), arch).launches[0].grid[0] == arch.sm_count
 
 
 def test_the_snippets_execute_what_they_teach(assembled) -> None:

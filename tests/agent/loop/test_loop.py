@@ -14,6 +14,7 @@ from agent.graph import main as graph_command
 from agent.loop.graph import mermaid
 from agent.loop.tokens import count_text
 from tests.agent.helpers import FIXTURES, RecordedGpu, answer_replaying, fixture_text, solve, write_script
+from tools.answer import extract_solution
 from tools.evaluation import Status
 
 BASE = ["task=gemm", "arch=sm_90a", "llm=scripted"]
@@ -113,6 +114,28 @@ def test_extraction_errors_go_back_to_the_model(tmp_path: Path, runs_dir: Path) 
     assert "cut off at the output token limit (finish_reason=length)" in feedback[3]
     assert all(t.solution is None for t in turns[:4])
     assert folder.summary().stop_reason == "max_turns"
+
+
+@pytest.mark.parametrize("style", ["qwen3", "r1"])
+def test_a_reasoning_reply_is_read_outside_its_reasoning(tmp_path: Path, runs_dir: Path, style: str) -> None:
+    """Qwen3 and DeepSeek-R1 replies (R1's chat template opens <think> in the prompt) whose reasoning drafts the
+    whole answer: drafts alone are no answer, a reply cut off inside them says so, and the answer after the
+    reasoning is the one evaluated, not the draft (here with a typo)."""
+    ok, typo = fixture_text("fill_ok.md"), fixture_text("fill_typo.md")
+    opening = "<think>\n" if style == "qwen3" else ""
+    answers = [
+        f"{opening}A draft:\n{ok}\n</think>\n\nSee above.",
+        f"Sure.\n<think>\nA draft:\n{ok}\nand now",
+        f"{opening}A draft:\n{typo}\nThat has a typo.\n</think>\n\n{ok}",
+    ]
+    code, folder = run(tmp_path, runs_dir, answers, "max_turns=3", "eval.gpu=false")
+    turns = folder.turns()
+    assert code == 0
+    assert [t.evaluation.status for t in turns] == [Status.EXTRACT_ERROR] * 2 + [Status.UNVERIFIED]
+    drafts_only, cut_off = (t.evaluation.message for t in turns[:2])
+    assert "source block found outside the reasoning (1 inside <think>…</think>, not read)" in drafts_only
+    assert "the reply ends inside its reasoning (<think> at line 2 is never closed)" in cut_off
+    assert turns[2].solution.source == extract_solution(ok).source != extract_solution(typo).source
 
 
 @pytest.mark.parametrize(

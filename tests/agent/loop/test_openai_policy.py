@@ -13,6 +13,7 @@ from agent.loop.config import OpenAIConfig
 from agent.loop.policies import ModelError
 from agent.loop.policies.openai_policy import OpenAIPolicy
 from agent.loop.records import Message
+from agent.solve import main
 from tests.agent.helpers import fixture_text, solve
 from tests.agent.openai_server import Behaviour, OpenAIServer, Recorder
 
@@ -118,6 +119,48 @@ def test_garbage_until_the_retries_are_spent(server: OpenAIServer) -> None:
         make_policy(server, retries=1)[0].respond(MESSAGES, turn=1)
 
 
+def sse(*pieces: str) -> bytes:
+    """A streamed reply as servers send it: one chat.completion.chunk event per piece, then [DONE]."""
+    chunks = [{"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "test-model",
+               "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]} for p in pieces]  # fmt: skip
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+
+
+TOOL_CALL = {"id": "call_1", "type": "function", "function": {"name": "compile_kernel", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "said"),
+    [
+        (Behaviour(body=sse("```ptx", "\n"), content_type="text/event-stream"), "answered with a stream"),
+        (Behaviour(body=sse("```ptx", "\n")), "answered with a stream"),  # mislabelled as JSON
+        (
+            Behaviour(content=None, finish_reason="tool_calls", message={"tool_calls": [TOOL_CALL, TOOL_CALL]}),
+            "the model called tool compile_kernel (and 1 more call); this mode offers no tools and expects the answer "
+            "in the message",
+        ),
+        (
+            Behaviour(content="", reasoning={"reasoning_content": "hmm " * 10}),
+            "the reply was empty: the model ended it (finish_reason=stop) without any text, after 40 characters of "
+            "reasoning (not read as the answer)",
+        ),
+    ],
+    ids=["sse", "sse-as-json", "tool-calls", "empty"],
+)
+def test_replies_that_cannot_parse_are_answered_at_once(server: OpenAIServer, behaviour: Behaviour, said: str) -> None:
+    server.default = behaviour
+    policy, events = make_policy(server)
+    reply = policy.respond(MESSAGES, turn=1)
+    assert reply.text == "" and said in reply.unreadable
+    assert len(server.requests) == 1 and events == []  # no retry
+
+
+def test_an_empty_reply_cut_at_the_limit_is_a_truncation_not_unreadable(server: OpenAIServer) -> None:
+    server.script.append(Behaviour(content="", finish_reason="length"))
+    reply = make_policy(server)[0].respond(MESSAGES, turn=1)
+    assert reply.unreadable is None and reply.finish_reason == "length"
+
+
 def test_refusals_are_not_retried(server: OpenAIServer) -> None:
     server.script.extend([Behaviour(status=401), Behaviour(status=400)])
     policy, _ = make_policy(server)
@@ -161,6 +204,31 @@ def test_run_through_the_loop(server: OpenAIServer, runs_dir: Path, capsys: pyte
     for name in ("config.json", "events.log", "trajectory.jsonl", "summary.json"):
         assert SECRET not in (folder.path / name).read_text()
     assert json.loads((folder.path / "config.json").read_text())["llm"]["api_key_env"] == KEY_ENV
+
+
+def test_unparseable_replies_end_their_turn_with_the_cause(server: OpenAIServer, runs_dir: Path) -> None:
+    """Through the loop: each is one turn, recorded, whose feedback is the cause in one line; the run goes on."""
+    server.script.extend([
+        Behaviour(body=sse("hello"), content_type="text/event-stream"),
+        Behaviour(content=None, finish_reason="tool_calls", message={"tool_calls": [TOOL_CALL]}),
+        Behaviour(content=""),
+        Behaviour(content=fixture_text("fill_ok.md")),
+    ])  # fmt: skip
+    code, folder = solve([*llm_args(server, runs_dir), "max_turns=4"])
+    assert code == 0 and len(server.requests) == 4
+    turns = folder.turns()
+    assert [t.evaluation.status.value for t in turns] == ["extract_error"] * 3 + ["unverified"]
+    feedback = [t.messages[-1].content for t in turns[1:]]
+    assert "the endpoint answered with a stream (server-sent events)" in feedback[0]
+    assert "the model called tool compile_kernel; this mode offers no tools" in feedback[1]
+    assert "the reply was empty: the model ended it (finish_reason=stop) without any text; write" in feedback[2]
+    assert [t.evaluation.message.count("\n") for t in turns[:3]] == [0, 0, 0]  # one line each
+
+
+def test_streaming_is_refused_at_start(server: OpenAIServer, runs_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    code = main([*llm_args(server, runs_dir), "llm.extra.stream=true"])
+    assert code == 2 and server.requests == []
+    assert "llm.extra.stream=true is refused: the loop reads each reply whole" in capsys.readouterr().err
 
 
 def test_endpoint_down_stops_the_run_resumably(server: OpenAIServer, runs_dir: Path) -> None:

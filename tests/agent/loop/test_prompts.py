@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -28,6 +29,7 @@ from tools import ptx as ptx_text
 from tools.abi import check_abi
 from tools.answer import extract_solution
 from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
+from tools.pipeline import compile_stage
 from tools.plan import plan_launches
 
 PLACEHOLDER = re.compile(r"\$\{?[A-Za-z_]")
@@ -189,3 +191,35 @@ def test_a_slow_attempt_is_told_where_its_time_goes() -> None:
     assert "Where the time goes: not measured (no ncu here)." in said
     plain = feedback_message(evaluation(Status.PASSED), task, Arch.SM_90A, turn=1, max_turns=4, target_speedup=1.0)
     assert "Where the time goes" not in plain and "\n\n\n" not in plain
+
+
+def with_compile_stage_of(fixture: str, status: Status) -> Evaluation:
+    """`evaluation(status)` whose compile stage is the real pipeline's on a tests/fixtures/ptx kernel (real ptxas)."""
+    ptx = (Path(__file__).parents[2] / "fixtures" / "ptx" / f"{fixture}.ptx").read_text()
+    stage, compiled = compile_stage("ptx", ptx, Arch.SM_90A, 60)
+    assert compiled.ok, compiled.message()
+    recorded = evaluation(status)
+    stages = [stage, *(s for s in recorded.stages if s.name is not Stage.COMPILE)]
+    return recorded.model_copy(update={"stages": stages})
+
+
+def test_a_correct_attempt_is_told_ptxas_serialized_its_wgmma() -> None:
+    task = get_task("gemm")
+    slow = with_compile_stage_of("ptxas_c7514_conditional_wgmma", Status.PASSED)
+    text = feedback_message(slow, task, Arch.SM_90A, turn=1, max_turns=4, target_speedup=1.0)
+    section = text.split("Performance warnings (ptxas says these make the kernel slower", 1)[1]
+    quoted = "- kernel conditional_wgmma:\n  info: (C7514) Potential Performance Loss: wgmma.mma_async instructions"
+    assert section.index(quoted) < section.index("usual cause: an accumulator is read before")
+    assert "peel the last iteration" in section
+    assert "What the compilers said" not in text  # the only message is a performance one, shown once
+    fixed = with_compile_stage_of("ptxas_c7514_peeled", Status.PASSED)
+    plain = feedback_message(fixed, task, Arch.SM_90A, turn=1, max_turns=4, target_speedup=1.0)
+    assert "Performance warnings" not in plain and "What the compilers said" not in plain and "\n\n\n" not in plain
+
+
+def test_a_failed_run_quotes_the_compilers_too() -> None:
+    task = get_task("gemm")
+    wrong = with_compile_stage_of("local_array", Status.MISMATCH)
+    text = feedback_message(wrong, task, Arch.SM_90A, turn=1, max_turns=4, target_speedup=1.0)
+    assert ("What the compilers said, per kernel (quoted):\n- kernel local_array:\n  warning: Local memory used for "
+            "function 'local_array', size of stack frame: 1024 bytes") in text  # fmt: skip

@@ -72,6 +72,28 @@ def test_trl_conversational_completions_are_read_from_the_last_assistant_message
     assert fn([None] * n, completions, task=["gemm"] * n, arch=["h100"] * n) == pytest.approx(SCORES)
 
 
+@pytest.mark.parametrize(
+    "think",
+    [
+        lambda draft, final: (
+            f"<think>\nFirst a draft:\n{draft}\nNo, the layout is wrong.\n</think>\n\n{final}"
+        ),  # Qwen3
+        lambda draft, final: f"First a draft:\n{draft}\nNo, the layout is wrong.\n</think>\n\n{final}",
+    ],
+    ids=["qwen3", "r1"],
+)
+def test_raw_completions_of_reasoning_models_are_scored_on_their_answer(scorer: LocalScorer, think) -> None:
+    """TRL's GRPOTrainer hands over raw completions: the drafts inside the reasoning (whole answers, here a correct
+    one) never count, so each completion scores what its answer alone scores: a reply without code scores 0."""
+    draft = next(a for a in ANSWERS if VERDICTS[a] is FAST)
+    completions = [think(draft, a) for a in ANSWERS]
+    n = len(ANSWERS)
+    fn = rewards.trl_reward(scorer)
+    assert fn(prompts=[None] * n, completions=completions, task=["gemm"] * n, arch=["sm_90a"] * n) == pytest.approx(
+        SCORES
+    )
+
+
 def test_verl_compute_score_reads_the_label_as_ground_truth(installed: LocalScorer) -> None:
     truth = label(TASK, Arch.SM_90A)
     for answer, score, verdict in zip(ANSWERS, SCORES, VERDICTS.values(), strict=True):
