@@ -6,7 +6,7 @@ import pytest
 
 from agent.rl.dataset import build_rows
 from tests.agent.rl.verdicts import ANSWERS
-from tests.agent.sft.tiny import tokenizer
+from agent.sft.tiny import tokenizer
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")  # fmt: skip
