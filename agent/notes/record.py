@@ -12,10 +12,11 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.cli import ConfigError
-from tools.evaluation import Evaluation, StageState
+from tools.evaluation import Evaluation, Stage, StageState
 
 NOTES_FORMAT = 1
-KEY_LINES = 4  # lines of the failing stage's message a signature keeps
+KEY_LINES = 4  # lines a signature keeps: two of the failing stage's message, two of the sanitizer's
+DIAGNOSES = (Stage.MEMCHECK, Stage.RACECHECK)  # they locate a failure; the failing stage is the one before
 LINE_CHARS = 200
 # Lines that say what went wrong (ptxas's errors, the check's region, a fault's kind and line), preferred over
 # the message's other lines.
@@ -86,32 +87,35 @@ class RepairNote(BaseModel):
 
 
 def signature(evaluation: Evaluation) -> Signature:
-    """The failure's signature: status, failing stage, its telling lines (else its first), the perf limiter."""
-    failed = next((s for s in evaluation.stages if s.state is StageState.FAILED), None)
-    message = (failed.message if failed and failed.message else evaluation.message) or ""
-    lines = [" ".join(line.split())[:LINE_CHARS] for line in message.splitlines() if line.strip()]
-    telling = [line for line in lines if TELLING.search(line)] or lines
+    """The failure's signature: status, failing stage, the telling lines (else the first) of its message and of
+    compute-sanitizer's (a fault's kind and line), the perf limiter."""
+    failed = [s for s in evaluation.stages if s.state is StageState.FAILED]
+    gate = next((s for s in failed if s.name not in DIAGNOSES), None)
+    said = [gate.message if gate and gate.message else evaluation.message] if failed else []
+    said += [s.message for s in failed if s.name in DIAGNOSES]
+    lines = [line for text in said for line in _telling(text)]
     limiter = evaluation.perf.limiter if evaluation.perf is not None else None
-    return Signature(
-        status=evaluation.status.value,
-        stage=failed.name.value if failed else None,
-        key_lines=telling[:KEY_LINES] if failed else [],
-        limiter=limiter,
-    )
+    return Signature(status=evaluation.status.value, stage=gate.name.value if gate else None,
+                     key_lines=lines[:KEY_LINES], limiter=limiter)  # fmt: skip
 
 
-def read_notes(path: Path, key: str = "feedback.notes") -> list[RepairNote]:
+def _telling(text: str) -> list[str]:
+    lines = [" ".join(line.split())[:LINE_CHARS] for line in (text or "").splitlines() if line.strip()]
+    return [line for line in lines if TELLING.search(line)][:2] or lines[:1]
+
+
+def read_notes(path: Path) -> list[RepairNote]:
     """The notes in `path`; a file that cannot be read, a line that is not a note, or a note of a newer format
-    than this code reads is a ConfigError on one line naming the setting, the file and the line."""
+    than this code reads is a ConfigError on one line naming the file and the line."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{key}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+        raise ConfigError(f"cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
     notes = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        where = f"{key}: {path}, line {number}"
+        where = f"{path}, line {number}"
         try:
             data = json.loads(line)
         except json.JSONDecodeError as e:
@@ -129,6 +133,11 @@ def read_notes(path: Path, key: str = "feedback.notes") -> list[RepairNote]:
             field = ".".join(map(str, first["loc"])) or "the line"
             raise ConfigError(f"{where}: not a repair note ({field}: {first['msg']})") from None
     return notes
+
+
+def notes_sha256(path: Path) -> str:
+    """Of the notes file's bytes, for the run's config: which notes a run could have been shown."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def write_notes(path: Path, notes: list[RepairNote]) -> None:

@@ -8,8 +8,10 @@ import math
 import re
 from collections import Counter
 
-from agent.notes.record import RepairNote, signature
-from tools.evaluation import Evaluation
+from agent.loop.config import FeedbackConfig
+from agent.notes.record import RepairNote, read_notes, signature
+from tasks.schema import Task
+from tools.evaluation import Evaluation, Status
 
 K1, B = 1.5, 0.75  # Okapi BM25's usual constants
 SECTION = "Notes from earlier repairs"
@@ -25,6 +27,10 @@ def words(text: str) -> list[str]:
 
 class NoteIndex:
     """BM25 over the notes' signatures; build it once per run."""
+
+    @classmethod
+    def of(cls, settings: FeedbackConfig) -> NoteIndex | None:
+        return cls(read_notes(settings.notes)) if settings.notes is not None else None
 
     def __init__(self, notes: list[RepairNote]):
         self.notes = notes
@@ -66,3 +72,16 @@ def notes_section(notes: list[RepairNote], limit: int = SECTION_CHARS) -> tuple[
         text += entry
         shown.append(note)
     return (text if shown else ""), shown
+
+
+def notes_feedback(
+    index: NoteIndex, evaluation: Evaluation, task: Task, arch: str, settings: FeedbackConfig, target_speedup: float
+) -> tuple[str, list[str]]:
+    """The notes section for an attempt that failed or fell short of the target, and the ids of the notes it
+    shows; ("", []) for a solved or an unverified attempt (nothing failed that a note could match)."""
+    if evaluation.solved(target_speedup) or evaluation.status is Status.UNVERIFIED:
+        return "", []
+    exclude = task.name if settings.notes_exclude_task else None
+    found = index.retrieve(evaluation, task.family, arch, settings.notes_k, exclude_task=exclude)
+    section, shown = notes_section(found)
+    return section, [n.id for n in shown]
