@@ -1,16 +1,18 @@
 """A repair-loop run with feedback.notes=: the scripted compile-error-then-fix answers through the real ptxas, the
 notes mined from runs of the same kind of failure; the feedback shows them, each turn and the config record them;
-a bad notes file is refused on one line before any run folder exists."""
+a bad notes file is refused on one line before any run folder exists; the report scores runs with notes apart."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from agent.loop.store import find_runs, read_trajectories
+from agent.bench.report import write_report
+from agent.loop.store import RunFolder, find_runs, read_trajectories
 from agent.notes.mine import mine
 from agent.notes.record import NOTES_FORMAT, write_notes
 from agent.notes.retrieve import SECTION
@@ -80,3 +82,14 @@ def test_a_bad_notes_file_is_one_error_line_at_start(
     err = capsys.readouterr().err
     assert err == f"error: invalid settings: feedback.notes: {bad}, {said}\n"
     assert not runs_dir.exists()
+
+
+def test_the_report_scores_runs_with_and_without_notes_apart(notes_file: Path, runs_dir: Path, tmp_path: Path):
+    solve([*BASE, f"runs_dir={runs_dir}", "llm.label=gpt-x"])
+    solve([*BASE, f"runs_dir={runs_dir}", "llm.label=gpt-x", f"feedback.notes={notes_file}"])
+    text = write_report([RunFolder(p).trajectory() for p in sorted(runs_dir.iterdir())], tmp_path / "report",
+                        [runs_dir]).read_text()  # fmt: skip
+    headline = text.split("## Headline (all tasks)")[1].split("##")[0]
+    sha = hashlib.sha256(notes_file.read_bytes()).hexdigest()[:8]
+    for variant in ("all", "full", f"full + notes {sha}"):
+        assert re.search(rf"\| gpt-x \| {re.escape(variant)} +\|", headline), variant
