@@ -30,6 +30,7 @@ COMMANDS = {
     "inspect": Command("agent.inspect", "a static site for reading runs in a browser, turn by turn"),
     "export_sft": Command("agent.export_sft", "supervised fine-tuning data from run folders, with a data card"),
     "mine_repairs": Command("agent.mine_repairs", "a teacher repairs the failed attempts of student runs"),
+    "mine_notes": Command("agent.mine_notes", "repair notes from run folders, for feedback.notes="),
     "train_sft": Command("agent.train_sft", "LoRA fine-tuning on exported SFT data (the train extra)"),
     "synth_reasoning": Command("agent.synth_reasoning", "a model writes the reasoning of each exported example"),
     "rl_prompts": Command("agent.rl_prompts", "the prompt dataset an RL trainer samples from"),

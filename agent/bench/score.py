@@ -63,11 +63,14 @@ ALL_PROMPTS = "all"  # the scores pooled over every prompt variant
 
 
 def prompt_variant(traj: Trajectory) -> str | None:
-    """The prompt variant (knowledge parts) the run recorded in config.json, where it records one."""
-    value = (traj.config.model_extra or {}).get("prompt")
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True)
+    """The prompt variant (knowledge parts) the run recorded in config.json, where it records one; a run shown
+    repair notes (feedback.notes) is a variant of its own, named by its notes file: `full + notes 3b3d8bce`."""
+    recorded = traj.config.model_extra or {}
+    value = recorded.get("prompt")
+    if value is not None and not isinstance(value, str):
+        value = json.dumps(value, sort_keys=True)
+    notes = recorded.get("notes_sha256")
+    return f"{value or NO_PROMPT} + notes {str(notes)[:8]}" if notes else value
 
 
 def by_variant(trajs: list[Trajectory]) -> list[tuple[str | None, list[Trajectory]]]:

@@ -17,6 +17,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from agent.cli import ConfigError
 from agent.loop.prompts import PARTS, parse_prompt, prompt_name
 from agent.loop.redact import secret_key
+from agent.notes.record import read_notes
 from tasks.catalog import get_task
 from tasks.schema import Arch
 from tools import jsontext
@@ -243,6 +244,25 @@ class SeedConfig(BaseModel):
     )
 
 
+class FeedbackConfig(BaseModel):
+    """What the feedback of an attempt adds to the harness's report: repair notes (python -m agent.mine_notes)."""
+
+    model_config = ConfigDict(extra="forbid")
+    notes: Path | None = Field(
+        None, description="A notes file (NOTES.jsonl): a failed attempt's feedback shows the best-matching notes."
+    )
+    notes_k: int = Field(3, ge=1, description="Notes shown at most per attempt.")
+    notes_exclude_task: bool = Field(True, description="Never show notes mined from this task's own runs.")
+
+    @field_validator("notes")
+    @classmethod
+    def _readable(cls, value: Path | None) -> Path | None:
+        """Read now, so a bad file is refused before the run starts; recorded absolute, for a resumed run."""
+        if value is not None:
+            read_notes(value)
+        return value.resolve() if value is not None else None
+
+
 class SolveConfig(BaseModel):
     """One run: a task on an arch, a policy, and the limits that end the loop."""
 
@@ -277,6 +297,7 @@ class SolveConfig(BaseModel):
     run_id: str | None = Field(None, description="The new run's id (default: time, task, arch, random suffix).")
     eval: EvalConfig = Field(default_factory=EvalConfig)
     seed: SeedConfig | None = Field(None, description="Start from a recorded attempt (seed.run, seed.turn).")
+    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
 
     @field_validator("task")
     @classmethod

@@ -20,6 +20,7 @@ from agent.loop.routing import stop_reason
 from agent.loop.state import LoopState, RunContext, TurnResult
 from agent.loop.summary import summarize, turn_outcome
 from agent.loop.tokens import count_text
+from agent.notes.retrieve import notes_feedback
 from tools import pipeline
 from tools.evaluation import Evaluation, Stage, StageResult, StageState
 from tools.pipeline import Static
@@ -207,6 +208,12 @@ def feedback(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
     message = feedback_message(
         evaluation, ctx.task, ctx.arch, turn=index, max_turns=settings.max_turns, target_speedup=settings.target_speedup
     )
+    notes_shown = None
+    if ctx.notes is not None:
+        section, notes_shown = notes_feedback(
+            ctx.notes, evaluation, ctx.task, str(ctx.arch), settings.feedback, settings.target_speedup
+        )
+        message += f"\n\n{section}" if section else ""
     reply = state["reply"]
     turn = Turn(
         index=index,
@@ -224,6 +231,7 @@ def feedback(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
         model_seconds=state["model_seconds"],
         eval_seconds=state.get("eval_seconds", 0.0),
         started_at=state["started_at"],
+        notes_shown=notes_shown,
     )
     if any(t.index == index for t in ctx.folder.turns()):
         ctx.journal.event("turn.already_recorded", turn=index)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from agent.loop.config import setting_default
 from tools.evaluation import Evaluation, Status
@@ -55,6 +55,17 @@ class Turn(BaseModel):
     model_seconds: float = 0.0
     eval_seconds: float = 0.0
     started_at: str = Field(description="ISO-8601 UTC time the turn began.")
+    notes_shown: list[str] | None = Field(
+        None, description="The repair notes (their ids) the feedback showed; None: the run had no feedback.notes."
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_notes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A turn of a run without notes is written as before the field existed."""
+        data = handler(self)
+        if data.get("notes_shown") is None:
+            data.pop("notes_shown", None)
+        return data
 
 
 class StopReason(StrEnum):

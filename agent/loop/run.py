@@ -38,6 +38,8 @@ from agent.loop.seed import Seed, load_seed
 from agent.loop.state import RunContext
 from agent.loop.store import RunFolder, RunFolderError, check_run_id, new_run_id
 from agent.loop.summary import summarize
+from agent.notes.record import notes_sha256
+from agent.notes.retrieve import NoteIndex
 from tasks.catalog import get_task, renamed
 from tasks.schema import Task, UnknownName
 from tools.gpu.base import Gpu
@@ -83,6 +85,7 @@ def prepare(settings: SolveConfig, quiet: bool = False) -> Prepared:
         "created_at": _now(),
         "toolchain": vars(toolchain()),
         **({"seed_attempt": seed.record()} if seed is not None else {}),
+        **({"notes_sha256": notes_sha256(settings.feedback.notes)} if settings.feedback.notes else {}),
     }
     hold = contextlib.ExitStack()  # the run folder's lock, taken as the folder is made
     folder = RunFolder.create(settings.runs_dir, run_id, record, hold)
@@ -190,6 +193,7 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
             target_speedup=settings.target_speedup,
             max_turns=settings.max_turns,
         ),
+        notes=NoteIndex.of(settings.feedback),
     )
     if run.seed is not None:  # the conversation the seed's attempt answered, word for word
         ctx.system_prompt, ctx.task_prompt = run.seed.system_prompt, run.seed.task_prompt

@@ -12,6 +12,7 @@ from agent.loop.conversation import Exchange
 from agent.loop.journal import Journal
 from agent.loop.policies.base import Policy
 from agent.loop.store import RunFolder
+from agent.notes.retrieve import NoteIndex
 from tasks.schema import Arch, Task
 from tools.gpu.base import Gpu
 from tools.options import EvalOptions
@@ -67,3 +68,4 @@ class RunContext:
     system_prompt: str
     task_prompt: str
     gpu_unavailable: str | None = None  # why the GPU stages cannot run (None: they can), asked once per run
+    notes: NoteIndex | None = None  # feedback.notes, read once per run
