@@ -11,6 +11,13 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, PlainValidator
 
 from tasks.schema import DType
 
+# Counts a launch spec may hold: many times what any real kernel needs (the references: 3 launches, 36 args,
+# 1 scratch buffer), small enough that planning and checking a spec at every cap takes well under a second.
+MAX_LAUNCHES = 64
+MAX_ARGS = 128
+MAX_SCRATCH = 64
+MAX_RANK = 8  # extents of a shape, box or stride list (a tensor map has rank 5 at most)
+
 
 def _expr(value: Any) -> int | str:
     if isinstance(value, bool) or not isinstance(value, int | str):
@@ -55,12 +62,12 @@ class TensorMapArg(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     tensor_map: str
-    box: list[int] = Field(description="Box extents in elements, outermost first.")
+    box: list[int] = Field(max_length=MAX_RANK, description="Box extents in elements, outermost first.")
     swizzle: Literal["none", "32B", "64B", "128B"] = "none"
     shape: list[Expr] | None = Field(
-        None, description="A contiguous view of the tensor, outermost first, e.g. ['B*H*S', 'D']."
+        None, max_length=MAX_RANK, description="A contiguous view of the tensor, outermost first, e.g. ['B*H*S', 'D']."
     )
-    element_strides: list[int] | None = None
+    element_strides: list[int] | None = Field(None, max_length=MAX_RANK)
     interleave: Literal["none", "16B", "32B"] = "none"
     l2_promotion: Literal["none", "64B", "128B", "256B"] = "none"
     oob_fill: Literal["zero", "nan"] = "zero"
@@ -97,7 +104,7 @@ class Launch(BaseModel):
     block: list[Expr] = Field(min_length=3, max_length=3)
     cluster: list[int] = Field([1, 1, 1], min_length=3, max_length=3)
     shared_bytes: int = Field(0, ge=0, description="Dynamic shared memory per block.")
-    args: list[LaunchArg] = Field(default_factory=list, description="In .entry parameter order.")
+    args: list[LaunchArg] = Field(default_factory=list, max_length=MAX_ARGS, description="In .entry parameter order.")
 
 
 class ScratchBuffer(BaseModel):
@@ -106,7 +113,7 @@ class ScratchBuffer(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     dtype: DType
-    shape: list[Expr]
+    shape: list[Expr] = Field(max_length=MAX_RANK)
     init: Literal["zero", "poison"] = "zero"
 
 
@@ -114,8 +121,8 @@ class LaunchSpec(BaseModel):
     """The launches to make, in order, and the scratch buffers they share."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    launches: list[Launch] = Field(min_length=1)
-    scratch: list[ScratchBuffer] = Field(default_factory=list)
+    launches: list[Launch] = Field(min_length=1, max_length=MAX_LAUNCHES)
+    scratch: list[ScratchBuffer] = Field(default_factory=list, max_length=MAX_SCRATCH)
 
 
 class Solution(BaseModel):
