@@ -12,15 +12,19 @@ import asyncio
 import hmac
 import json
 import re
+import sys
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.routing import APIRoute
 from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tasks.catalog import TASKS
+from tools import jsontext
 from tools.answer import format_validation_error
 from tools.evaluation import Evaluation
 from tools.options import Profile
@@ -29,6 +33,9 @@ from tools.serve.runner import BadRequest, Runner
 from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardRequest, Scored
 
 MAX_BODY_BYTES = 64 << 20  # a job of a few hundred answers; one answer is capped at 8 MB by the harness
+# A body's integers may be as long as Python reads at all: the request models bound every number, and their
+# refusal names the field (a 4,000-digit cluster extent is "…cluster.0: Input should be less than …").
+BODY_MAX_DIGITS = sys.int_info.default_max_str_digits
 JOB_ID = re.compile(r"[0-9a-f]{16}")
 DEFAULT_PROFILE = Profile.AUTO  # /v1/evaluate: as tools.evaluate
 REWARD_PROFILE = Profile.COUNTS  # the rewards' default: if_correct, without the perf pass
@@ -43,6 +50,7 @@ class HTTPProblem(Exception):
 def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
     """The API over `runner`; `token`: the bearer token every route but /healthz requires (None: none)."""
     app = FastAPI(title="PTXBench", summary="Evaluate PTX/CUDA answers; rewards for RL trainers.")
+    app.router.route_class = GuardedJsonRoute
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
     def authorized(request: Request) -> None:
@@ -149,10 +157,13 @@ def _openrlhf_item(number: int, query: str, prompt: str, label: str) -> Evaluate
     if not query.startswith(prompt):
         raise BadRequest(f"query[{number}] does not start with prompts[{number}]: cannot tell the response apart")
     try:
-        named = json.loads(label)
+        named = jsontext.loads(label)  # the guards answer text gets: a label is text someone else wrote
         return EvaluateRequest(task=named["task"], arch=named["arch"], answer=query[len(prompt) :])
     except (ValueError, TypeError, KeyError) as e:
-        detail = format_validation_error(e) if isinstance(e, ValidationError) else f"{type(e).__name__}: {e}"
+        if isinstance(e, ValidationError):
+            detail = format_validation_error(e)
+        else:
+            detail = str(e) if isinstance(e, jsontext.JsonRefused) else f"{type(e).__name__}: {e}"
         raise BadRequest(f'labels[{number}] must be JSON {{"task": …, "arch": …}} ({detail})') from None
 
 
@@ -171,6 +182,32 @@ def prometheus(runner: Runner) -> str:
     lines += ["# HELP ptxbench_jobs Jobs held, by state.", "# TYPE ptxbench_jobs gauge"]
     lines += [f'ptxbench_jobs{{state="{s}"}} {states.count(s)}' for s in ("running", "done")]
     return "\n".join(lines) + "\n"
+
+
+class GuardedJsonRequest(Request):
+    """A request whose JSON body is read with tools/jsontext.py's guards, off the event loop (tens of MB)."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            try:
+                text = (await self.body()).decode()
+            except UnicodeDecodeError:
+                raise HTTPException(400, "the body is not JSON (not UTF-8 text)") from None
+            try:
+                self._json = await run_in_threadpool(jsontext.parse, text, BODY_MAX_DIGITS)
+            except jsontext.JsonRefused as e:  # FastAPI passes HTTP exceptions through; the rest is a vague 400
+                raise HTTPException(422, f"the body is refused: {e}") from None
+        return self._json
+
+
+class GuardedJsonRoute(APIRoute):
+    def get_route_handler(self):
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request):
+            return await handler(GuardedJsonRequest(request.scope, request.receive))
+
+        return guarded
 
 
 class BodyLimit:
