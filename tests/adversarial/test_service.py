@@ -1,16 +1,23 @@
 """Requests a hostile client sends the service (a real uvicorn process): numbers Python cannot print, JSON
-nested past the recursion limit, in a body, a Solution object or an OpenRLHF label. Each is a 4xx naming
-what was wrong, on every route it can reach, and never a 500 or a traceback in the service's log."""
+nested past the recursion limit, in a body, a Solution object or an OpenRLHF label; a missing or lower-case
+token, on the docs as on the API; a Host that is not this machine (DNS rebinding). Each is a 4xx naming what
+was wrong, on every route it can reach, and never a 500 or a traceback in the service's log; a token that
+cannot guard the service stops its start in one line."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.adversarial.helpers import fill_ok
-from tests.tools.serve.process import Service
+from tests.tools.serve.process import REPO, Service
 from tools.answer import extract_solution
 
 HUGE = 10**3999  # 4,000 digits: Python reads it, and refuses to print it
@@ -89,3 +96,46 @@ def test_a_body_python_cannot_read_safely_is_refused(service: Service, body: str
     for path in ("/v1/evaluate", "/v1/reward"):
         response = post(service, path, body)
         assert response.status_code == 422 and message in response.json()["error"], response.text
+
+
+TOKEN = "Adv3rsarial-" + "0123456789abcdef"
+
+
+def test_with_a_token_the_docs_and_schema_need_it_too(tmp_path: Path) -> None:
+    with Service(tmp_path, "--no-gpu", token=TOKEN, host="0.0.0.0") as s:
+        for path in ("/docs", "/redoc", "/openapi.json", "/nowhere"):
+            bare = httpx.get(s.url + path)
+            assert bare.status_code == 401 and bare.json()["error"].startswith("this service needs"), path
+        assert httpx.get(s.url + "/healthz").status_code == 200  # the one open path
+        for scheme in ("Bearer", "bearer", "BEARER"):  # HTTP's schemes are case-insensitive
+            assert httpx.get(s.url + "/openapi.json", headers={"Authorization": f"{scheme} {TOKEN}"}).status_code == 200
+        assert httpx.get(s.url + "/docs", headers={"Authorization": f"Basic {TOKEN}"}).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        (" " * 32, "holds spaces"),
+        ("\t" + "x" * 31, "holds spaces"),
+        ("tok\u00e9n-" + "0123456789abcdef", "not printable ASCII"),
+        ("a" * 40, "fewer than 8 different characters"),
+        ("passwordpassword", "fewer than 8 different characters"),
+    ],
+)
+def test_a_token_that_cannot_guard_refuses_the_start(token: str, why: str, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PTXBENCH_SERVE_TOKEN"}
+    env |= {"PYTHONPATH": str(REPO), "PTXBENCH_SERVE_TOKEN": token}
+    done = subprocess.run([sys.executable, "-m", "tools.serve", "--host", "0.0.0.0", "--port", "1", "--no-gpu"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and why in done.stderr, done.stderr
+    piece = token.strip()[:8]  # of the ones with something to show
+    assert "Traceback" not in done.stderr and not (piece and piece in done.stderr.replace("PTXBENCH", ""))
+
+
+def test_without_a_token_only_loopback_hosts_are_answered(service: Service) -> None:
+    # A page on evil.example that rebinds its name to 127.0.0.1 sends Host: evil.example.
+    for host in ("evil.example", f"evil.example:{service.port}", "127.0.0.1.evil.example", "[::2]", ""):
+        refused = service.http.get("/v1/tasks", headers={"Host": host})
+        assert refused.status_code == 421 and "answers requests for" in refused.json()["error"], host
+    for host in (f"127.0.0.1:{service.port}", f"localhost:{service.port}", "LOCALHOST", f"[::1]:{service.port}"):
+        assert service.http.get("/v1/tasks", headers={"Host": host}).status_code == 200, host

@@ -18,6 +18,7 @@ from tools.serve.runner import Runner
 
 TOKEN_ENV = "PTXBENCH_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
+MIN_TOKEN_DISTINCT = 8  # "aaaa…" or "passwordpassword" are long and guessable
 
 
 def loopback(host: str) -> bool:
@@ -70,11 +71,22 @@ def _problem(args: argparse.Namespace, token: str | None) -> str | None:
         return f"--port {args.port}: use 1–65535"
     if args.static_workers < 1 or args.gpu_concurrency < 1:
         return "--static-workers and --gpu-concurrency must be at least 1"
-    if token is not None and len(token) < MIN_TOKEN_CHARS:
-        return f"{TOKEN_ENV} is shorter than {MIN_TOKEN_CHARS} characters: use a long random one"
+    if token is not None and (problem := _weak(token)):
+        return f"{TOKEN_ENV} {problem}: use a long random one (python -c 'import secrets; print(secrets.token_hex())')"
     if token is None and not loopback(args.host):
         return (f"--host {args.host} can be reached from other machines: set {TOKEN_ENV} to a long random token "
                 "(every request then needs Authorization: Bearer TOKEN), or bind to 127.0.0.1")  # fmt: skip
+    return None
+
+
+def _weak(token: str) -> str | None:
+    """Why `token` cannot guard the service, without showing any of it; None when it can."""
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"is shorter than {MIN_TOKEN_CHARS} characters"
+    if not (token.isascii() and token.isprintable()) or any(c.isspace() for c in token):
+        return "holds spaces or characters that are not printable ASCII (a header could not carry it)"
+    if len(set(token)) < MIN_TOKEN_DISTINCT:
+        return f"has fewer than {MIN_TOKEN_DISTINCT} different characters"
     return None
 
 

@@ -2,8 +2,10 @@
 remote-reward shape, the task catalog, health and Prometheus metrics.
 
 Every 4xx body is `{"error": "…"}` naming the field and what was expected, in the command-line tools' words;
-with a token configured every route but /healthz needs `Authorization: Bearer TOKEN`. Bodies are capped
-(MAX_BODY_BYTES) before they are parsed. Nothing a request names reaches the file system: answers are text,
+with a token configured every path but /healthz (the API docs and the schema too) needs `Authorization: Bearer
+TOKEN`; without one only requests addressed to this machine's loopback names are answered (a web page that
+rebinds its own name to 127.0.0.1 cannot reach the service). Bodies are capped (MAX_BODY_BYTES) before they
+are parsed. Nothing a request names reaches the file system: answers are text,
 task and arch names are looked up in the catalog, and CUDA answers keep the harness's include rules."""
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import re
 import sys
 from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.routing import APIRoute
@@ -39,6 +41,8 @@ BODY_MAX_DIGITS = sys.int_info.default_max_str_digits
 JOB_ID = re.compile(r"[0-9a-f]{16}")
 DEFAULT_PROFILE = Profile.AUTO  # /v1/evaluate: as tools.evaluate
 REWARD_PROFILE = Profile.COUNTS  # the rewards' default: if_correct, without the perf pass
+OPEN_PATHS = {"/healthz"}
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 
 
 class HTTPProblem(Exception):
@@ -48,20 +52,12 @@ class HTTPProblem(Exception):
 
 
 def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
-    """The API over `runner`; `token`: the bearer token every route but /healthz requires (None: none)."""
+    """The API over `runner`; `token`: the bearer token every path but /healthz requires (None: none, and
+    only loopback Host names are answered)."""
     app = FastAPI(title="PTXBench", summary="Evaluate PTX/CUDA answers; rewards for RL trainers.")
     app.router.route_class = GuardedJsonRoute
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
-
-    def authorized(request: Request) -> None:
-        if token is None:
-            return
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-            raise HTTPProblem(401, "this service needs Authorization: Bearer <PTXBENCH_SERVE_TOKEN>",
-                              {"WWW-Authenticate": "Bearer"})  # fmt: skip
-
-    guarded = [Depends(authorized)]
+    app.add_middleware(Gate, token=token)  # outermost: nothing is read before the caller is let in
 
     @app.exception_handler(HTTPProblem)
     async def _problem(_: Request, e: HTTPProblem) -> JSONResponse:
@@ -88,33 +84,33 @@ def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
         static, gpu = runner.queue_depth()
         return {"ok": True, "pool": pool, "queued_static": static, "queued_gpu": gpu}
 
-    @app.get("/v1/tasks", dependencies=guarded)
+    @app.get("/v1/tasks")
     async def tasks() -> list[dict[str, Any]]:
         return [_task_entry(t) for t in TASKS.values()]
 
-    @app.post("/v1/evaluate", dependencies=guarded)
+    @app.post("/v1/evaluate")
     async def evaluate(body: EvaluateRequest) -> Evaluation:
         return await asyncio.wrap_future(runner.evaluate(body, DEFAULT_PROFILE))
 
-    @app.post("/v1/reward", dependencies=guarded)
+    @app.post("/v1/reward")
     async def score(body: RewardRequest) -> Scored:
         evaluation = await asyncio.wrap_future(runner.evaluate(body, REWARD_PROFILE))
         scored = reward(evaluation, body.reward)
         return Scored(score=scored.score, reward=scored, evaluation=evaluation)
 
-    @app.post("/v1/jobs", dependencies=guarded, status_code=202)
+    @app.post("/v1/jobs", status_code=202)
     async def submit(body: JobRequest) -> JobState:
         profile = REWARD_PROFILE if body.reward is not None else DEFAULT_PROFILE
         return runner.submit_job(body.items, body.reward, profile).state()
 
-    @app.get("/v1/jobs/{job_id}", dependencies=guarded)
+    @app.get("/v1/jobs/{job_id}")
     async def poll(job_id: str) -> JobState:
         job = runner.job(job_id) if JOB_ID.fullmatch(job_id) else None
         if job is None:
             raise HTTPProblem(404, "no such job (ids are 16 hex digits, kept until the service stops)")
         return job.state()
 
-    @app.post("/v1/openrlhf", dependencies=guarded)
+    @app.post("/v1/openrlhf")
     async def openrlhf(body: OpenRLHFRequest) -> dict[str, Any]:
         triples = zip(body.query, body.prompts, body.labels, strict=True)
         items = [_openrlhf_item(n, *triple) for n, triple in enumerate(triples)]
@@ -124,7 +120,7 @@ def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
         logs = {key: [float(getattr(s, key)) for s in scored] for key in ("compiled", "correct", "targets", "speed")}
         return {"rewards": rewards, "scores": rewards, "extra_logs": logs}
 
-    @app.get("/metrics", dependencies=guarded, response_class=PlainTextResponse)
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> str:
         return prometheus(runner)
 
@@ -184,6 +180,44 @@ def prometheus(runner: Runner) -> str:
     return "\n".join(lines) + "\n"
 
 
+class Gate:
+    """ASGI middleware: with a token, every path but OPEN_PATHS needs `Authorization: Bearer TOKEN` (the scheme
+    in any case, as HTTP has it); without one, the Host must be a loopback name (DNS rebinding)."""
+
+    def __init__(self, app, token: str | None):
+        self.app, self.token = app, token
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        if self.token is None:
+            host = headers.get(b"host", b"").decode("latin-1")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name.lower() not in LOOPBACK_HOSTS:
+                await _answer(send, 421, f"this service answers requests for {', '.join(sorted(LOOPBACK_HOSTS))} "
+                                         "only (it has no token)")  # fmt: skip
+                return
+        elif scope["path"] not in OPEN_PATHS and not self._authorized(headers.get(b"authorization", b"")):
+            await _answer(send, 401, "this service needs Authorization: Bearer <PTXBENCH_SERVE_TOKEN>",
+                          [(b"www-authenticate", b"Bearer")])  # fmt: skip
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, given: bytes) -> bool:
+        scheme, _, credential = given.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credential.strip(), self.token.encode())
+
+
+async def _answer(send, status: int, message: str, headers: list[tuple[bytes, bytes]] = ()) -> None:
+    """A JSON error answer straight from a middleware, before the app has seen the request."""
+    body = json.dumps({"error": message}).encode()
+    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})
+
+
 class GuardedJsonRequest(Request):
     """A request whose JSON body is read with tools/jsontext.py's guards, off the event loop (tens of MB)."""
 
@@ -222,7 +256,7 @@ class BodyLimit:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            await self._refuse(send)
+            await _answer(send, 413, self.message)
             return
         seen = 0
 
@@ -239,9 +273,3 @@ class BodyLimit:
     @property
     def message(self) -> str:
         return f"the body is over {self.limit >> 20} MB"
-
-    async def _refuse(self, send) -> None:
-        body = json.dumps({"error": self.message}).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
