@@ -139,3 +139,33 @@ def test_without_a_token_only_loopback_hosts_are_answered(service: Service) -> N
         assert refused.status_code == 421 and "answers requests for" in refused.json()["error"], host
     for host in (f"127.0.0.1:{service.port}", f"localhost:{service.port}", "LOCALHOST", f"[::1]:{service.port}"):
         assert service.http.get("/v1/tasks", headers={"Host": host}).status_code == 200, host
+
+
+def rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1]) / 1024
+
+
+def test_past_its_bounds_the_service_answers_429_and_stays_small(tmp_path: Path) -> None:
+    # 40 jobs of 4,096 answers each were all accepted: 163,825 attempts queued, memory 256 → 1,512 MB.
+    item = {"task": "gemm", "arch": "sm_90a", "answer": fill_ok()}
+    label = '{"task": "gemm", "arch": "sm_90a"}'
+    with Service(tmp_path, "--no-gpu", "--static-workers", "1", "--max-queued", "4", "--max-jobs", "1") as s:
+        assert s.http.post("/v1/jobs", json={"items": [item] * 4}).status_code == 202  # seconds of compiling
+        busy_jobs = s.http.post("/v1/jobs", json={"items": [item]})  # one job runs at a time
+        assert busy_jobs.status_code == 429 and "1 jobs are running" in busy_jobs.json()["error"]
+        assert int(busy_jobs.headers["retry-after"]) > 0
+        for path, body in (
+            ("/v1/evaluate", item),
+            ("/v1/openrlhf", {"query": ["p"], "prompts": ["p"], "labels": [label]}),
+        ):
+            busy = s.http.post(path, json=body)  # 4 queued + 1 > 4
+            assert busy.status_code == 429 and "would pass its bound of 4" in busy.json()["error"], path
+            assert int(busy.headers["retry-after"]) > 0
+        before = rss_mb(s.proc.pid)
+        flood = {"items": [{"task": "gemm", "arch": "sm_90a", "answer": "no code"}] * 4096}
+        codes = [s.http.post("/v1/jobs", json=flood).status_code for _ in range(40)]
+        assert codes == [429] * 40
+        health = s.http.get("/healthz").json()
+        assert health["queued_static"] + health["queued_gpu"] <= 4
+        assert rss_mb(s.proc.pid) - before < 100

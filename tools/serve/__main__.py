@@ -14,10 +14,12 @@ import sys
 from tools.pool import open_pool
 from tools.pool.base import LOCAL
 from tools.serve.app import create_app
-from tools.serve.runner import Runner
+from tools.serve.runner import DEFAULT_MAX_JOBS, DEFAULT_MAX_QUEUED, MAX_JOBS, Runner
 
 TOKEN_ENV = "PTXBENCH_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
+MAX_THREADS = 1024  # --static-workers, --gpu-concurrency: threads of this process
+MAX_QUEUED = 1 << 20  # attempts: each holds its request (up to an 8 MB answer) while it waits
 MIN_TOKEN_DISTINCT = 8  # "aaaa…" or "passwordpassword" are long and guessable
 
 
@@ -39,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="threads for the static stages (compile, SASS, ABI)")  # fmt: skip
     parser.add_argument("--gpu-concurrency", type=int, default=16,
                         help="attempts handed to the pool at once (it queues them per GPU)")  # fmt: skip
+    parser.add_argument("--max-queued", type=int, default=DEFAULT_MAX_QUEUED,
+                        help=f"attempts in flight at once; past it: 429 (default {DEFAULT_MAX_QUEUED})")  # fmt: skip
+    parser.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS,
+                        help=f"jobs running at once; past it: 429 (default {DEFAULT_MAX_JOBS})")  # fmt: skip
     parser.add_argument("--no-gpu", action="store_true", help="static stages only (every attempt unverified)")
     args = parser.parse_args(argv)
     token = os.environ.get(TOKEN_ENV) or None
@@ -53,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import uvicorn  # the service's own dependency (the `serve` extra); the harness runs without it
 
-    runner = Runner(pool, args.static_workers, args.gpu_concurrency)
+    runner = Runner(pool, args.static_workers, args.gpu_concurrency, args.max_queued, args.max_jobs)
     app = create_app(runner, token, pool.describe())
     print(f"serving PTXBench on http://{args.host}:{args.port} (pool: {pool.describe()}; "
           f"{'bearer token required' if token else 'no token'})", file=sys.stderr, flush=True)  # fmt: skip
@@ -69,8 +75,12 @@ def _problem(args: argparse.Namespace, token: str | None) -> str | None:
     """Why the service must not start with these settings, or None."""
     if not 0 < args.port < 65536:
         return f"--port {args.port}: use 1–65535"
-    if args.static_workers < 1 or args.gpu_concurrency < 1:
-        return "--static-workers and --gpu-concurrency must be at least 1"
+    bounded = (("--static-workers", args.static_workers, MAX_THREADS),
+               ("--gpu-concurrency", args.gpu_concurrency, MAX_THREADS),
+               ("--max-queued", args.max_queued, MAX_QUEUED), ("--max-jobs", args.max_jobs, MAX_JOBS))  # fmt: skip
+    for flag, value, most in bounded:
+        if not 1 <= value <= most:
+            return f"{flag} {value}: use 1–{most}"
     if token is not None and (problem := _weak(token)):
         return f"{TOKEN_ENV} {problem}: use a long random one (python -c 'import secrets; print(secrets.token_hex())')"
     if token is None and not loopback(args.host):

@@ -31,7 +31,7 @@ from tools.answer import format_validation_error
 from tools.evaluation import Evaluation
 from tools.options import Profile
 from tools.reward import reward
-from tools.serve.runner import BadRequest, Runner
+from tools.serve.runner import RETRY_AFTER_S, BadRequest, Busy, Runner
 from tools.serve.schema import EvaluateRequest, JobRequest, JobState, OpenRLHFRequest, RewardRequest, Scored
 
 MAX_BODY_BYTES = 64 << 20  # a job of a few hundred answers; one answer is capped at 8 MB by the harness
@@ -75,6 +75,10 @@ def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
     async def _http(_: Request, e: StarletteHTTPException) -> JSONResponse:  # 404, 405, 413 in our shape
         return JSONResponse({"error": str(e.detail)}, status_code=e.status_code, headers=e.headers)
 
+    @app.exception_handler(Busy)
+    async def _busy(_: Request, e: Busy) -> JSONResponse:
+        return JSONResponse({"error": str(e)}, status_code=429, headers={"Retry-After": str(RETRY_AFTER_S)})
+
     @app.exception_handler(BadRequest)
     async def _bad(_: Request, e: BadRequest) -> JSONResponse:
         return JSONResponse({"error": str(e)}, status_code=422)
@@ -114,7 +118,7 @@ def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
     async def openrlhf(body: OpenRLHFRequest) -> dict[str, Any]:
         triples = zip(body.query, body.prompts, body.labels, strict=True)
         items = [_openrlhf_item(n, *triple) for n, triple in enumerate(triples)]
-        evaluations = await asyncio.gather(*(asyncio.wrap_future(runner.evaluate(i, REWARD_PROFILE)) for i in items))
+        evaluations = await asyncio.gather(*map(asyncio.wrap_future, runner.evaluate_all(items, REWARD_PROFILE)))
         scored = [reward(e) for e in evaluations]
         rewards = [s.score for s in scored]
         logs = {key: [float(getattr(s, key)) for s in scored] for key in ("compiled", "correct", "targets", "speed")}
