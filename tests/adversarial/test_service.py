@@ -169,3 +169,18 @@ def test_past_its_bounds_the_service_answers_429_and_stays_small(tmp_path: Path)
         health = s.http.get("/healthz").json()
         assert health["queued_static"] + health["queued_gpu"] <= 4
         assert rss_mb(s.proc.pid) - before < 100
+
+
+@pytest.mark.parametrize(
+    ("options", "where"),
+    [({"static_timeout_s": 1e300}, "options.static_timeout_s"), ({"timeout_s": 3e6}, "options.timeout_s"),
+     ({"trials": 10**9}, "options.trials"), ({"timing_blocks": 10**9}, "options.timing_blocks"),
+     ({"timing_block_runs": 10**9}, "options.timing_block_runs"), ({"seed": 10**3999}, "options.seed")],
+)  # fmt: skip
+def test_a_request_cannot_set_limits_past_the_bounds(service: Service, options: dict, where: str) -> None:
+    # static_timeout_s=1e300 was a 500 (the OS call overflowed); a billion trials were accepted.
+    item = {"task": "gemm", "arch": "sm_90a", "answer": fill_ok(), "options": options}
+    for path, body in (("/v1/evaluate", item), ("/v1/jobs", {"items": [item]})):
+        response = post(service, path, body)
+        assert response.status_code == 422 and "Input should be less than or equal to" in response.text, response.text
+        assert where in response.json()["error"]
