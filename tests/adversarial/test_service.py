@@ -2,14 +2,17 @@
 nested past the recursion limit, in a body, a Solution object or an OpenRLHF label; a missing or lower-case
 token, on the docs as on the API; a Host that is not this machine (DNS rebinding). Each is a 4xx naming what
 was wrong, on every route it can reach, and never a 500 or a traceback in the service's log; a token that
-cannot guard the service stops its start in one line."""
+cannot guard the service stops its start in one line; more work, connections or half-sent bodies than it
+takes are refused (429 with Retry-After, 503, 408), so its memory stays bounded."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -184,3 +187,38 @@ def test_a_request_cannot_set_limits_past_the_bounds(service: Service, options: 
         response = post(service, path, body)
         assert response.status_code == 422 and "Input should be less than or equal to" in response.text, response.text
         assert where in response.json()["error"]
+
+
+def half_sent(port: int) -> socket.socket:
+    """A connection that sends its headers and 10 bytes of a 1,000-byte body, then nothing."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 1000\r\n\r\n" + b'{"task": "')  # fmt: skip
+    return s
+
+
+def answer_of(connection: socket.socket) -> bytes:
+    """Everything the service sends on `connection` until it closes it."""
+    chunks = [connection.recv(4096)]
+    while chunks[-1]:
+        chunks.append(connection.recv(4096))
+    return b"".join(chunks)
+
+
+def test_half_sent_bodies_time_out_and_connections_are_bounded(tmp_path: Path) -> None:
+    # 300 half-sent bodies stayed open after 20 s, each holding a connection.
+    with Service(tmp_path, "--no-gpu", "--body-timeout-s", "2", "--max-connections", "20") as s:
+        waiting = [half_sent(s.port) for _ in range(15)]
+        time.sleep(1)  # their requests have begun: the service waits for their bodies
+        extra = [half_sent(s.port) for _ in range(10)]  # 25 connections: past the bound, refused at once
+        try:
+            refused = [answer_of(c) for c in extra]
+            assert all(a.startswith(b"HTTP/1.1 503") for a in refused), refused[0]
+            start = time.monotonic()
+            timed_out = [answer_of(c) for c in waiting]
+            assert all(a.startswith(b"HTTP/1.1 408") for a in timed_out), timed_out[0]
+            assert b"the body did not arrive within 2 s" in timed_out[0] and time.monotonic() - start < 20
+        finally:
+            for c in waiting + extra:
+                c.close()
+        assert s.http.get("/healthz").status_code == 200  # and the service goes on

@@ -11,15 +11,18 @@ import ipaddress
 import os
 import sys
 
+from tools.options import MAX_WAIT_S
 from tools.pool import open_pool
 from tools.pool.base import LOCAL
-from tools.serve.app import create_app
+from tools.serve.app import BODY_TIMEOUT_S, create_app
 from tools.serve.runner import DEFAULT_MAX_JOBS, DEFAULT_MAX_QUEUED, MAX_JOBS, Runner
 
 TOKEN_ENV = "PTXBENCH_SERVE_TOKEN"
 MIN_TOKEN_CHARS = 16
 MAX_THREADS = 1024  # --static-workers, --gpu-concurrency: threads of this process
 MAX_QUEUED = 1 << 20  # attempts: each holds its request (up to an 8 MB answer) while it waits
+DEFAULT_MAX_CONNECTIONS = 256
+MAX_CONNECTIONS = 1 << 16
 MIN_TOKEN_DISTINCT = 8  # "aaaa…" or "passwordpassword" are long and guessable
 
 
@@ -45,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"attempts in flight at once; past it: 429 (default {DEFAULT_MAX_QUEUED})")  # fmt: skip
     parser.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS,
                         help=f"jobs running at once; past it: 429 (default {DEFAULT_MAX_JOBS})")  # fmt: skip
+    parser.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS,
+                        help=f"connections at once; past it: 503 (default {DEFAULT_MAX_CONNECTIONS})")  # fmt: skip
+    parser.add_argument("--body-timeout-s", type=float, default=BODY_TIMEOUT_S,
+                        help=f"seconds to send a whole body; then: 408 (default {BODY_TIMEOUT_S:g})")  # fmt: skip
     parser.add_argument("--no-gpu", action="store_true", help="static stages only (every attempt unverified)")
     args = parser.parse_args(argv)
     token = os.environ.get(TOKEN_ENV) or None
@@ -60,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn  # the service's own dependency (the `serve` extra); the harness runs without it
 
     runner = Runner(pool, args.static_workers, args.gpu_concurrency, args.max_queued, args.max_jobs)
-    app = create_app(runner, token, pool.describe())
+    app = create_app(runner, token, pool.describe(), args.body_timeout_s)
     print(f"serving PTXBench on http://{args.host}:{args.port} (pool: {pool.describe()}; "
           f"{'bearer token required' if token else 'no token'})", file=sys.stderr, flush=True)  # fmt: skip
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", limit_concurrency=args.max_connections)
     finally:
         runner.close()
         pool.close()
@@ -77,10 +84,13 @@ def _problem(args: argparse.Namespace, token: str | None) -> str | None:
         return f"--port {args.port}: use 1–65535"
     bounded = (("--static-workers", args.static_workers, MAX_THREADS),
                ("--gpu-concurrency", args.gpu_concurrency, MAX_THREADS),
-               ("--max-queued", args.max_queued, MAX_QUEUED), ("--max-jobs", args.max_jobs, MAX_JOBS))  # fmt: skip
+               ("--max-queued", args.max_queued, MAX_QUEUED), ("--max-jobs", args.max_jobs, MAX_JOBS),
+               ("--max-connections", args.max_connections, MAX_CONNECTIONS))  # fmt: skip
     for flag, value, most in bounded:
         if not 1 <= value <= most:
             return f"{flag} {value}: use 1–{most}"
+    if not 0 < args.body_timeout_s <= MAX_WAIT_S:  # also refuses nan
+        return f"--body-timeout-s {args.body_timeout_s}: use more than 0 and at most {MAX_WAIT_S:g}"
     if token is not None and (problem := _weak(token)):
         return f"{TOKEN_ENV} {problem}: use a long random one (python -c 'import secrets; print(secrets.token_hex())')"
     if token is None and not loopback(args.host):

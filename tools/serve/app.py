@@ -38,6 +38,7 @@ MAX_BODY_BYTES = 64 << 20  # a job of a few hundred answers; one answer is cappe
 # A body's integers may be as long as Python reads at all: the request models bound every number, and their
 # refusal names the field (a 4,000-digit cluster extent is "…cluster.0: Input should be less than …").
 BODY_MAX_DIGITS = sys.int_info.default_max_str_digits
+BODY_TIMEOUT_S = 60.0  # to send a whole body: 64 MB at about 1 MB/s
 JOB_ID = re.compile(r"[0-9a-f]{16}")
 DEFAULT_PROFILE = Profile.AUTO  # /v1/evaluate: as tools.evaluate
 REWARD_PROFILE = Profile.COUNTS  # the rewards' default: if_correct, without the perf pass
@@ -51,12 +52,12 @@ class HTTPProblem(Exception):
         self.status, self.message, self.headers = status, message, headers
 
 
-def create_app(runner: Runner, token: str | None, pool: str) -> FastAPI:
+def create_app(runner: Runner, token: str | None, pool: str, body_timeout_s: float = BODY_TIMEOUT_S) -> FastAPI:
     """The API over `runner`; `token`: the bearer token every path but /healthz requires (None: none, and
     only loopback Host names are answered)."""
     app = FastAPI(title="PTXBench", summary="Evaluate PTX/CUDA answers; rewards for RL trainers.")
     app.router.route_class = GuardedJsonRoute
-    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES, timeout_s=body_timeout_s)
     app.add_middleware(Gate, token=token)  # outermost: nothing is read before the caller is let in
 
     @app.exception_handler(HTTPProblem)
@@ -249,10 +250,12 @@ class GuardedJsonRoute(APIRoute):
 
 
 class BodyLimit:
-    """ASGI middleware: a body over `limit` bytes is refused with 413 before anything reads it whole."""
+    """ASGI middleware: a body over `limit` bytes is refused with 413 before anything reads it whole, and one
+    that has not all arrived `timeout_s` after the request began with 408 (half-sent bodies held forever
+    would hold their connections and the memory of what came)."""
 
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
+    def __init__(self, app, limit: int, timeout_s: float):
+        self.app, self.limit, self.timeout_s = app, limit, timeout_s
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http":
@@ -263,13 +266,18 @@ class BodyLimit:
             await _answer(send, 413, self.message)
             return
         seen = 0
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
 
         async def counted():  # a body sent without its length (chunked): counted as it arrives
             nonlocal seen
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:  # FastAPI passes HTTP exceptions through
+                raise StarletteHTTPException(408, f"the body did not arrive within {self.timeout_s:g} s") from None
             seen += len(message.get("body", b""))
             if seen > self.limit:
-                raise StarletteHTTPException(413, self.message)  # FastAPI passes HTTP exceptions through
+                raise StarletteHTTPException(413, self.message)
             return message
 
         await self.app(scope, counted, send)
