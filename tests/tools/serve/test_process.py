@@ -18,7 +18,7 @@ from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tests.tools.serve.process import REPO, Service
 
-TOKEN = "s3rve-" + "k" * 30
+TOKEN = "s3rve-" + "0123456789abcdef" * 2  # long and random-looking: the start refuses weak ones
 REFERENCE = reference_answer(get_task("gemm").name, Arch.SM_90A)
 
 
