@@ -9,6 +9,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 PERF_BELOW_OUTSIDE_THE_LOOP = 1.0  # without a run's target: below the baseline
+# Upper bounds, far past any real use, so that a typo is bad usage and not a crash later: the OS takes waits in
+# milliseconds in 32 bits (a time-out over ~2.1e6 s overflowed it), and counts multiply GPU time.
+MAX_WAIT_S = 86_400.0  # any time-out or time budget: a day
+MAX_TRIALS = 100
+MAX_TIMING_BLOCKS = 1000
+MAX_RATE = 1e6  # TFLOP/s, speedups: a million times anything measured
+MAX_SEED = 2**63 - 1  # seeds are 64-bit
 
 
 class Profile(StrEnum):
@@ -24,8 +31,10 @@ class EvalOptions(BaseModel):
     """What to run and how hard."""
 
     model_config = ConfigDict(extra="forbid")
-    trials: int = Field(3, ge=1, description="Correctness trials, each on fresh inputs.")
-    seed: int | None = Field(None, description="First trial's input seed; unset: a fresh one per attempt (recorded).")
+    trials: int = Field(3, ge=1, le=MAX_TRIALS, description="Correctness trials, each on fresh inputs.")
+    seed: int | None = Field(
+        None, ge=0, le=MAX_SEED, description="First trial's input seed; unset: a fresh one per attempt (recorded)."
+    )
     time: bool = Field(True, description="Time the kernel against the baseline.")
     profile: Profile = Field(
         Profile.AUTO,
@@ -36,6 +45,7 @@ class EvalOptions(BaseModel):
     perf_below: float | None = Field(
         None,
         gt=0,
+        le=MAX_RATE,
         allow_inf_nan=False,
         description="profile=auto's bar; unset: the repair loop's target_speedup (1.0 outside the loop).",
     )
@@ -47,6 +57,7 @@ class EvalOptions(BaseModel):
     timeout_s: float | None = Field(
         None,
         gt=0,
+        le=MAX_WAIT_S,
         allow_inf_nan=False,
         description="Wall-clock limit of each of the run and check stages (s); unset: from the task's FLOPs at "
         "floor_tflops (tools/gpu/limits.py).",
@@ -54,24 +65,28 @@ class EvalOptions(BaseModel):
     floor_tflops: float = Field(
         50.0,
         gt=0,
+        le=MAX_RATE,
         allow_inf_nan=False,
         description="The slowest rate (TFLOP/s) the default run and check limits allow for a kernel.",
     )
     speedup_ceiling: float = Field(
         3.0,
         gt=0,
+        le=MAX_RATE,
         allow_inf_nan=False,
         description="A speedup above this is re-measured and re-checked on fresh inputs before it is reported, "
         "and flagged if it stands.",
     )
     timing_blocks: int | None = Field(
-        None, ge=3, description="Paired timing's alternating blocks; unset: tools/gpu/timing.py's default."
-    )
+        None, ge=3, le=MAX_TIMING_BLOCKS,
+        description="Paired timing's alternating blocks; unset: tools/gpu/timing.py's default.",
+    )  # fmt: skip
     timing_block_runs: int | None = Field(
-        None, ge=1, description="Runs of each of the two per paired block; unset: tools/gpu/timing.py's default."
-    )
+        None, ge=1, le=MAX_TIMING_BLOCKS,
+        description="Runs of each of the two per paired block; unset: tools/gpu/timing.py's default.",
+    )  # fmt: skip
     static_timeout_s: float = Field(
-        60.0, gt=0, allow_inf_nan=False,
+        60.0, gt=0, le=MAX_WAIT_S, allow_inf_nan=False,
         description="Wall-clock limit for the static stages of one attempt (NVRTC, ptxas, nvdisasm together, s).",
     )  # fmt: skip
 

@@ -20,7 +20,6 @@ MAX_THREADS = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 MAX_BLOCK = (1024, 1024, 64)
 MAX_SCRATCH_BYTES = 16 << 30  # all scratch buffers of one answer together
-MAX_RANK = 8
 SCALAR_RANGES = {
     "u32": (0, 2**32 - 1),
     "s32": (-(2**31), 2**31 - 1),
@@ -111,10 +110,11 @@ class _Planner:
                        role=t.role, init=t.init)
             for t in self.task.tensors
         ]  # fmt: skip
+        names = {b.name for b in buffers}  # a set: a name is checked against all earlier ones in one step
         scratch_bytes = 0
         for i, s in enumerate(spec.scratch):
             path = f"scratch[{i}] ({s.name!r})"
-            if any(b.name == s.name for b in buffers):
+            if s.name in names:
                 self.problems.append(f"{path}: the name is already used by a task tensor or another buffer")
                 continue
             shape = [self._expr(f"{path}.shape[{j}]", e) for j, e in enumerate(s.shape)]
@@ -122,9 +122,6 @@ class _Planner:
                 continue
             if not shape or any(n <= 0 for n in shape):
                 self.problems.append(f"{path}.shape: every extent must be positive, got {shape}")
-                continue
-            if len(shape) > MAX_RANK:
-                self.problems.append(f"{path}.shape: {len(shape)} extents; a buffer has at most {MAX_RANK}")
                 continue
             nbytes = math.prod(shape) * DTYPE_BYTES[s.dtype]
             scratch_bytes += nbytes
@@ -135,6 +132,7 @@ class _Planner:
                 )
                 continue
             buffers.append(BufferPlan(name=s.name, dtype=s.dtype, shape=shape, role="scratch", init=s.init))
+            names.add(s.name)
         by_name = {b.name: b for b in buffers}
         launches = [self._launch(f"launches[{i}]", launch, by_name) for i, launch in enumerate(spec.launches)]
         if self.problems:

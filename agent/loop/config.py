@@ -21,7 +21,7 @@ from agent.notes.record import read_notes
 from tasks.catalog import get_task
 from tasks.schema import Arch
 from tools import jsontext
-from tools.options import EvalOptions
+from tools.options import MAX_WAIT_S, EvalOptions
 from tools.pool.base import LOCAL, scheduler_address
 
 if TYPE_CHECKING:
@@ -34,6 +34,9 @@ History = Literal["full", "last", "digest"]
 # reads them); the key comes only ever from the environment.
 MODEL_ENV, BASE_URL_ENV, KEY_ENV = "PTXBENCH_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"
 CONFIG_FILE = "ptxbench.toml"
+# Upper bounds of the loop's own counts (the time ones are tools/options.py's MAX_WAIT_S): far past real use.
+MAX_RETRIES = 100
+MAX_TURNS = 1000
 
 
 class PolicyConfig(BaseModel):
@@ -78,12 +81,16 @@ class OpenAIConfig(PolicyConfig):
         default_factory=dict, description="Extra request fields, sent as given: llm.extra.top_p=0.95, or a JSON object."
     )
     timeout_s: float = Field(
-        900.0, gt=0, allow_inf_nan=False, description="Seconds one request may take before it is retried."
+        900.0, gt=0, le=MAX_WAIT_S, allow_inf_nan=False,
+        description="Seconds one request may take before it is retried.",
+    )  # fmt: skip
+    retries: int = Field(
+        6, ge=0, le=MAX_RETRIES, description="Retries after a 408/409/429/5xx, a time-out or a garbled reply."
     )
-    retries: int = Field(6, ge=0, description="Retries after a 408/409/429/5xx, a time-out or a garbled reply.")
     backoff_s: float = Field(
-        2.0, ge=0, allow_inf_nan=False, description="First wait before a retry; doubles each time, at most 60 s."
-    )
+        2.0, ge=0, le=MAX_WAIT_S, allow_inf_nan=False,
+        description="First wait before a retry; doubles each time, at most 60 s.",
+    )  # fmt: skip
     resumable: ClassVar[tuple[str, ...]] = (
         "base_url", "api_key_env", "timeout_s", "retries", "backoff_s", "context_tokens", "min_output_tokens",
     )  # fmt: skip
@@ -272,7 +279,7 @@ class SolveConfig(BaseModel):
     llm: LLMConfig = Field(
         default_factory=POLICIES[0], title="policy", description=f"The policy: {', '.join(POLICY_NAMES)}."
     )
-    max_turns: int = Field(8, ge=1, description="Turns at most.")
+    max_turns: int = Field(8, ge=1, le=MAX_TURNS, description="Turns at most.")
     history: History = Field(
         "full",
         description="What the model sees of earlier turns: all of them, only the last, or the last in full and "
@@ -287,12 +294,14 @@ class SolveConfig(BaseModel):
         1.0, gt=0, allow_inf_nan=False, description="Stop once a correct attempt with its targets is this fast."
     )
     unverified_turns: int = Field(
-        1, ge=1, description="Unverified attempts (compiled, never run: no GPU of the arch) after which the run ends."
-    )
+        1, ge=1, le=MAX_TURNS,
+        description="Unverified attempts (compiled, never run: no GPU of the arch) after which the run ends.",
+    )  # fmt: skip
     max_tokens_total: int | None = Field(None, ge=1, description="Token budget (prompt + completion) of the run.")
     max_wall_s: float | None = Field(
-        None, gt=0, allow_inf_nan=False, description="Time budget: seconds of model and evaluation time."
-    )
+        None, gt=0, le=MAX_WAIT_S, allow_inf_nan=False,
+        description="Time budget: seconds of model and evaluation time.",
+    )  # fmt: skip
     runs_dir: Path = Field(Path("runs"), description="Where run folders go.")
     run_id: str | None = Field(None, description="The new run's id (default: time, task, arch, random suffix).")
     eval: EvalConfig = Field(default_factory=EvalConfig)

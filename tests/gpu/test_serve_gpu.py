@@ -20,7 +20,7 @@ def test_a_reference_answer_is_correct_and_earns_its_targets_credit():
     pool = open_pool()
     runner = Runner(pool, static_workers=2, gpu_workers=2)
     try:
-        with TestClient(create_app(runner, token=None, pool=pool.describe())) as client:
+        with TestClient(create_app(runner, token=None, pool=pool.describe()), base_url="http://127.0.0.1") as client:
             answer = reference_answer(get_task("gemm").name, Arch.SM_90A)
             body = client.post("/v1/reward", json={"task": "gemm", "arch": "sm_90a", "answer": answer}).json()
     finally:

@@ -14,7 +14,7 @@ import sys
 
 from tools.pool import open_pool
 from tools.pool.base import LOCAL
-from tools.serve.__main__ import MIN_TOKEN_CHARS, TOKEN_ENV, loopback
+from tools.serve.__main__ import TOKEN_ENV, token_problem
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,12 +83,7 @@ def _problem(args: argparse.Namespace, token: str | None) -> str | None:
         return None  # a pipe to the client that started it: nothing to bind
     if not 0 < args.port < 65536:
         return f"--port {args.port}: use 1–65535"
-    if token is not None and len(token) < MIN_TOKEN_CHARS:
-        return f"{TOKEN_ENV} is shorter than {MIN_TOKEN_CHARS} characters: use a long random one"
-    if token is None and not loopback(args.host):
-        return (f"--host {args.host} can be reached from other machines: set {TOKEN_ENV} to a long random token "
-                "(every request then needs Authorization: Bearer TOKEN), or bind to 127.0.0.1")  # fmt: skip
-    return None
+    return token_problem(args.host, token)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Where the service's evaluations run: the static stages (extract, compile, SASS, ABI) on a bounded pool of
 threads in this process, so that one huge answer holds one thread and not the others; the GPU stages on the
 evaluation pool (tools/pool), which queues them per GPU. Jobs are kept in memory until the service stops;
-the counters behind /metrics live here too."""
+the counters behind /metrics live here too. Admission is bounded: past `max_queued` attempts in flight or
+`max_jobs` running jobs a request is refused with Busy (the service's 429), so its memory and its backlog
+stay bounded however much is sent."""
 
 from __future__ import annotations
 
@@ -21,10 +23,17 @@ from tools.reward import RewardConfig, reward
 from tools.serve.schema import EvaluateRequest, JobState, ScoredItem
 
 MAX_JOBS = 256  # kept in memory; the oldest finished ones go first when a new one would exceed this
+DEFAULT_MAX_QUEUED = 8192  # attempts waiting or running: two jobs of the most items a job holds
+DEFAULT_MAX_JOBS = 4  # running at once
+RETRY_AFTER_S = 10
 
 
 class BadRequest(ValueError):
     """A request that names something that does not exist (a task, an arch): a 4xx, with this message."""
+
+
+class Busy(Exception):
+    """More than the service admits now: a 429 with Retry-After, with this message."""
 
 
 @dataclass
@@ -52,8 +61,9 @@ class Counters:
 
 
 class Runner:
-    def __init__(self, gpu: Gpu, static_workers: int, gpu_workers: int):
-        self.gpu = gpu
+    def __init__(self, gpu: Gpu, static_workers: int, gpu_workers: int, max_queued: int = DEFAULT_MAX_QUEUED,
+                 max_jobs: int = DEFAULT_MAX_JOBS):  # fmt: skip
+        self.gpu, self.max_queued, self.max_jobs = gpu, max_queued, max_jobs
         self._static = ThreadPoolExecutor(static_workers, thread_name_prefix="static")
         self._gpu = ThreadPoolExecutor(gpu_workers, thread_name_prefix="gpu")  # the pool queues per GPU itself
         self._lock = threading.Lock()
@@ -67,12 +77,32 @@ class Runner:
     # --------------------------------------------------------------------------------------- one attempt
 
     def evaluate(self, request: EvaluateRequest, default_profile: Profile) -> Future[Evaluation]:
-        """The attempt's Evaluation, when both halves are done. BadRequest at once for an unknown task or arch."""
-        task, arch = problem(request)
+        """The attempt's Evaluation, when both halves are done. BadRequest at once for an unknown task or arch,
+        Busy when the queue is full."""
+        return self.evaluate_all([request], default_profile)[0]
+
+    def evaluate_all(self, requests: list[EvaluateRequest], default_profile: Profile) -> list[Future[Evaluation]]:
+        """Every attempt's Evaluation, admitted together or not at all (Busy)."""
+        problems = [problem(r) for r in requests]
+        with self._lock:
+            self._admit(len(requests))
+        return [self._start(r, *p, default_profile) for r, p in zip(requests, problems, strict=True)]
+
+    def _admit(self, count: int, job: bool = False) -> None:
+        """Count `count` attempts (of a new job) as waiting, or Busy; under the lock, so admissions never race."""
+        if job and sum(j.done < j.count for j in self.jobs.values()) >= self.max_jobs:
+            raise Busy(f"the service is busy: {self.max_jobs} jobs are running, the most it runs at once; "
+                       f"retry in {RETRY_AFTER_S} s")  # fmt: skip
+        queued = self.counters.waiting_static + self.counters.waiting_gpu
+        if queued + count > self.max_queued:
+            raise Busy(f"the service is busy: {queued} attempts queued, {count} more would pass its bound of "
+                       f"{self.max_queued}; retry in {RETRY_AFTER_S} s")  # fmt: skip
+        self.counters.waiting_static += count
+
+    def _start(self, request: EvaluateRequest, task, arch, default_profile: Profile) -> Future[Evaluation]:
+        """The attempt on the static threads, then the GPU's; it was admitted (counted as waiting) already."""
         options = request.eval_options(default_profile)
         done: Future[Evaluation] = Future()
-        with self._lock:
-            self.counters.waiting_static += 1
 
         def static_part() -> None:
             try:
@@ -119,10 +149,12 @@ class Runner:
                 raise BadRequest(f"items[{number}]: {e}") from None
         job = Job(id=secrets.token_hex(8), count=len(items), results=[None] * len(items))
         with self._lock:
+            self._admit(len(items), job=True)
             self._make_room()
             self.jobs[job.id] = job
         for number, item in enumerate(items):
-            self.evaluate(item, profile).add_done_callback(lambda f, n=number: self._item_done(job, n, f, scoring))
+            future = self._start(item, *problem(item), profile)
+            future.add_done_callback(lambda f, n=number: self._item_done(job, n, f, scoring))
         return job
 
     def _item_done(self, job: Job, number: int, future: Future[Evaluation], scoring: RewardConfig | None) -> None:

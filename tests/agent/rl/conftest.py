@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.rl.dataset import build_rows
-from tests.agent.rl.verdicts import ANSWERS
 from agent.sft.tiny import tokenizer
+from tests.agent.rl.verdicts import ANSWERS
 
 CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
           "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")  # fmt: skip

@@ -34,7 +34,7 @@ def runner():
 
 @pytest.fixture(scope="module")
 def client(runner: Runner):
-    with TestClient(create_app(runner, token=None, pool="verdicts")) as c:
+    with TestClient(create_app(runner, token=None, pool="verdicts"), base_url="http://127.0.0.1") as c:
         yield c
 
 
