@@ -16,6 +16,21 @@ Tensors = Mapping[str, torch.Tensor]
 HEAD_CHUNK_BYTES = 1 << 29  # fp32 scores held at once
 
 
+# fp32 S×S matrices (scores, probabilities, dP, dS) alive at once in a head chunk of the backward; the forward
+# holds fewer. With the fp32 copies of the tensors, this is what a reference needs beyond its inputs.
+CHUNK_MATRICES = 4
+
+
+def working_bytes(name: str, dims: Mapping[str, int]) -> int:
+    """The most the reference `name` holds at once besides fp32 copies of the task's tensors: its head chunk's
+    score matrices (attention), nothing for a GEMM."""
+    if "attention" not in name:
+        return 0
+    s = dims["S"]
+    heads_per_chunk = max(1, HEAD_CHUNK_BYTES // (4 * s * s))
+    return CHUNK_MATRICES * 4 * s * s * min(heads_per_chunk, dims["H"])
+
+
 def gemm(t: Tensors) -> dict[str, torch.Tensor]:
     return {"C": t["A"].float() @ t["B"].float().T}
 
