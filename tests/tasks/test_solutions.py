@@ -36,19 +36,20 @@ FILES = sorted({(answer_key(get_task(t)), a) for t, a in ANSWERS})
 SERVING = {key: next((t for t in answered_by(key) if t in CORE), answered_by(key)[0]) for key, _ in FILES}
 FILE_TASKS = [(SERVING[key], arch) for key, arch in FILES]
 SAMPLED = [(t, a) for t, a in ANSWERS if t in sample()]
-EXPECTED_TARGETS = {"sm_90a": {"wgmma", "tma"}, "sm_100a": {"tcgen05", "tmem", "tma"}}
+EXPECTED_TARGETS = {"sm_90a": {"wgmma", "tma"}, "sm_100a": {"tcgen05", "tmem", "tma"}}  # fp8's: QGMMA, UTCQMMA
 
 
 def _ids(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"{task}-{arch}" for task, arch in pairs]
 
 
-def test_every_bf16_task_has_an_answer_per_arch():
-    bf16 = [t for t, task in TASKS.items() if not task.family.startswith("fp8_")]
-    assert len(bf16) == 82 + 38 + 4
-    missing = [(t, a) for t in bf16 for a in ("sm_90a", "sm_100a") if (t, a) not in ANSWERS]
+def test_every_bf16_task_and_the_fp8_gemm_have_an_answer_per_arch():
+    answered = [t for t, task in TASKS.items() if task.family != "fp8_attention_fwd"]
+    assert len(answered) == 82 + 38 + 4 + 1
+    missing = [(t, a) for t in answered for a in ("sm_90a", "sm_100a") if (t, a) not in ANSWERS]
     assert not missing
-    assert len(FILES) == 2 * 19  # 1 GEMM, 14 MHA and 4 GQA definitions, per arch
+    assert len(FILES) == 2 * 20  # 1 GEMM, 14 MHA, 4 GQA and the fp8 GEMM's definitions, per arch
+    assert not [t for t, _ in ANSWERS if TASKS[t].family == "fp8_attention_fwd"]  # none yet
 
 
 @pytest.mark.parametrize(("task", "arch"), ANSWERS, ids=_ids(ANSWERS))
@@ -85,11 +86,13 @@ def test_check_all_samples_every_definition_at_its_extremes_and_every_fp8_proble
     assert {"gemm_n2048_k4096_m93", "gemm_n2048_k4096_m8828", "mha_bwd_d96_s512", "mha_bwd_d96_s16384",
             "mha_with_lse_d96_s4096", "gqa_bwd_d128", *GROUPS["fp8"]} <= set(picked)  # fmt: skip
     assert "gemm_n2048_k4096_m289" not in picked and len(picked) == 73
-    # Here (no GPU): fp8 has no reference answer yet, the GEMM's compiles and is checked statically.
+    # Here (no GPU): the GEMMs' answers compile and are checked statically; fp8 attention has no answer yet.
     assert check_all(["--sample", "--tasks", "fp8", "gemm_n128_k2048_m93", "--no-profile"]) == 1
     rows = [line for line in capsys.readouterr().out.splitlines()[2:] if line.startswith("|")]
-    assert rows[0].startswith("| gemm_n128_k2048_m93 | sm_90a | unverified | not profiled | - | - |")
-    assert rows[1:] == [f"| {t} | sm_90a | no reference answer | - | - | - | - |" for t in GROUPS["fp8"]]
+    assert [r.split(" | ")[2] for r in rows[:2]] == ["unverified", "unverified"]
+    assert rows[0].startswith("| gemm_n128_k2048_m93 | sm_90a |")
+    assert rows[1].startswith("| fp8_gemm_nt_1d2d_n4096_k7168 | sm_90a |")
+    assert rows[2:] == [f"| {t} | sm_90a | no reference answer | - | - | - | - |" for t in GROUPS["fp8"][1:]]
 
 
 @pytest.mark.parametrize(("task", "arch"), FILE_TASKS, ids=_ids(FILE_TASKS))
@@ -119,6 +122,9 @@ def test_answer_compiles_with_its_targets_in_sass(evaluations, task, arch):
     assert ev.status is Status.UNVERIFIED, ev.message
     targets = ev.stage(Stage.SASS).detail["targets"]
     assert {g for g, t in targets.items() if t["sass"]} >= EXPECTED_TARGETS[arch]
+    if TASKS[task].family.startswith("fp8_"):  # the MMAs take fp8 operands: QGMMA, UTCQMMA (kind::f8f6f4)
+        mma = targets["wgmma" if arch == "sm_90a" else "tcgen05"]["sass_matches"]
+        assert mma and all(op.startswith("QGMMA" if arch == "sm_90a" else "UTCQMMA") for op in mma)
 
 
 # --------------------------------------------------------------- the generator (needs Triton 3.6.0)

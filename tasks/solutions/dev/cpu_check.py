@@ -24,11 +24,15 @@ from typing import Any
 # Small shapes: multiples of the largest blocks, and at least two blocks along S so that causal programs
 # have off-diagonal and diagonal blocks.
 GEMM_DIMS = {"M": 256, "N": 512, "K": 192}
+# M not a multiple of the tile: the masked scale loads and TMA's clipping; K over three scale blocks.
+FP8_GEMM_DIMS = {"M": 200, "N": 256, "K": 384}
 # Workloads whose own dims are smaller than those: M and N below one tile, so TMA's zero fill and clipped stores
 # carry the result (checked at M 93, N 128).
 EDGES = ["gemm_n128_k2048_m93"]
 # B > 1: batch offsets are exercised. GQA keeps its group (the kernels take it as a constant): 6 heads on 1.
 ATTENTION_DIMS = {"B": 2, "S": 256}
+SMALL_DIMS = {"gemm": GEMM_DIMS, "fp8_gemm": FP8_GEMM_DIMS, "attention_fwd": ATTENTION_DIMS,
+              "attention_bwd": ATTENTION_DIMS}  # fmt: skip
 
 
 def patch_interpreter() -> None:
@@ -103,9 +107,9 @@ def check_task(task_name: str, arch: str = "sm_90a", seed: int = 0, config: Any 
     from tasks.solutions.dev.kernels.launch import run_program
 
     task = get_task(task_name)
-    small = GEMM_DIMS if task.family == "gemm" else ATTENTION_DIMS
+    small = SMALL_DIMS[task.family]
     dims = {**task.dims, **{k: min(v, task.dims[k]) for k, v in small.items()}}  # a workload below them keeps its own
-    if task.family != "gemm":
+    if "HKV" in task.dims:
         group = task.dims["H"] // task.dims["HKV"]
         dims["H"] = max(2, group)
         dims["HKV"] = dims["H"] // group

@@ -26,9 +26,10 @@ from typing import Any
 from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, Task
 from tasks.solutions import ROOT, answer_key, answer_path, answered_by
-from tasks.solutions.dev.kernels import attention_bwd, attention_fwd, gemm
+from tasks.solutions.dev.kernels import attention_bwd, attention_fwd, fp8_gemm, gemm
 from tasks.solutions.dev.kernels.attention_bwd import AttnBwdConfig
 from tasks.solutions.dev.kernels.attention_fwd import AttnFwdConfig
+from tasks.solutions.dev.kernels.fp8_gemm import Fp8GemmConfig
 from tasks.solutions.dev.kernels.gemm import GemmConfig
 from tasks.solutions.dev.kernels.launch import TRITON_DTYPES, Desc, KernelLaunch, Program, Ptr, Scalar
 
@@ -41,6 +42,8 @@ GEMM = GemmConfig(block_m=128, block_n=256, block_k=64, group_m=8, num_warps=8, 
 FWD = AttnFwdConfig(block_m=128, block_n=128, num_warps=8, num_stages=3)
 BWD = AttnBwdConfig(kv_block_n=128, kv_block_m=64, kv_warps=8, kv_stages=3, q_block_m=128, q_block_n=64,
                     q_warps=8, q_stages=3)  # fmt: skip
+# 128-row tiles, one 128-wide K block (one scale) per step, 4 stages of 2 × 16 KiB.
+FP8_GEMM = Fp8GemmConfig(block_m=128, group_m=8, num_warps=8, num_stages=4)
 # D=256: 64-key steps and 2 stages, so that Q and the K/V ring fit in shared memory (64 + 2·2·32 KiB).
 FWD_D256 = AttnFwdConfig(block_m=128, block_n=64, num_warps=8, num_stages=2)
 # D=96 runs a head dim padded to 128 (TMA zero-fills the columns past 96); 128×64 steps spill there.
@@ -52,12 +55,15 @@ def config_for(task: Task) -> Any:
     """The table's config for `task`."""
     if task.family == "gemm":
         return GEMM
+    if task.family == "fp8_gemm":
+        return FP8_GEMM
     if task.family == "attention_fwd":
         return FWD_D256 if task.dims["D"] == 256 else FWD
     return BWD_D96 if task.dims["D"] == 96 else BWD
 
 
-KERNEL_MODULES: dict[str, ModuleType] = {"gemm": gemm, "attention_fwd": attention_fwd, "attention_bwd": attention_bwd}
+KERNEL_MODULES: dict[str, ModuleType] = {"gemm": gemm, "attention_fwd": attention_fwd, "attention_bwd": attention_bwd,
+                                          "fp8_gemm": fp8_gemm}  # fmt: skip
 SWIZZLE = {0: "none", 1: "32B", 2: "64B", 3: "128B"}  # CUtensorMapSwizzle, as Triton's tensordesc_meta gives it
 
 
