@@ -90,8 +90,11 @@ def cudnn_fp8_attention_forward(t: Mapping[str, torch.Tensor], *, causal: bool, 
     one = dict(dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=fp32)
     scalars = {n: graph.tensor(name=n, **one) for n in ("descale_q", "descale_k", "descale_v", "descale_s", "scale_s",
                                                          "scale_o")}  # fmt: skip
-    o, stats, amax_s, amax_o = graph.sdpa_fp8(**tensors, **scalars, attn_scale=scale, use_causal_mask=causal,
-                                              generate_stats=True)  # fmt: skip
+    common = dict(**tensors, **scalars, attn_scale=scale, use_causal_mask=causal)
+    try:
+        o, stats, amax_s, amax_o = graph.sdpa_fp8(**common, generate_stats=True)
+    except TypeError:  # frontends before generate_stats named it by its opposite (as the H200 probe found)
+        o, stats, amax_s, amax_o = graph.sdpa_fp8(**common, is_inference=False)
     o.set_output(True).set_dim(list(q.shape)).set_stride(list(q.stride())).set_data_type(e4m3)
     stats.set_output(True).set_dim([b, h, s, 1]).set_stride([h * s, s, 1, 1]).set_data_type(fp32)
     for amax in (amax_s, amax_o):
