@@ -26,7 +26,8 @@ def _scalar(value: Any) -> int | float | str:
 
 # One validator each, so that a bad value gets one clear message instead of one per union branch.
 Expr = Annotated[int | str, PlainValidator(_expr), WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}]})]
-"""An integer expression over task dims: `+ - * // %`, `cdiv`, `min`, `max`, integer literals."""
+"""An integer expression over task dims and SMS (the GPU's multiprocessor count): `+ - * // %`, `cdiv`, `min`, `max`,
+integer literals."""
 ScalarValue = Annotated[
     int | float | str,
     PlainValidator(_scalar),
