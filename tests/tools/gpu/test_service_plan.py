@@ -40,7 +40,7 @@ def _module(launch: LaunchSpec | None) -> CompiledModule:
 @pytest.mark.parametrize(("sm_count", "launch", "grid"), [(132, SPEC, 132), (114, SPEC, 114), (114, None, 132)])
 def test_the_plan_follows_the_gpus_own_count(sm_count, launch, grid):
     with _Service(sm_count) as service:
-        plan = service._plan(TASK, Arch.SM_90A, _module(launch))
+        plan = service._replanned(TASK, Arch.SM_90A, _module(launch)).plan
     assert plan.launches[0].grid[0] == grid and plan.launches[0].args[1].value == grid
 
 
