@@ -19,7 +19,7 @@ HELP_WORDS = ("help", "-h", "--help")
 class Command:
     module: str  # what `python -m` runs (a package's __main__ is its module)
     about: str  # one line for `ptxbench help`
-    style: str = "settings"  # settings: key=value (help); flags: argparse (--help); none: takes no arguments
+    style: str = "settings"  # settings: key=value (help); flags: argparse (--help)
 
 
 COMMANDS = {
@@ -35,7 +35,7 @@ COMMANDS = {
     "synth_reasoning": Command("agent.synth_reasoning", "a model writes the reasoning of each exported example"),
     "rl_prompts": Command("agent.rl_prompts", "the prompt dataset an RL trainer samples from"),
     "graph": Command("agent.graph", "the repair loop's graph, as Mermaid"),
-    "tasks": Command("tasks.__main__", "the task catalog: dims, tensors, baselines, target groups", "none"),
+    "tasks": Command("tasks.__main__", "the task catalog: its groups, then the tasks GROUP|NAME … names", "flags"),
     "compile": Command("tools.compile", "compile a .ptx, .cu or answer: resources, SASS, targets", "flags"),
     "evaluate": Command("tools.evaluate", "one answer through every stage: a report, or JSON", "flags"),
     "serve": Command("tools.serve.__main__", "the harness as an HTTP service", "flags"),
@@ -76,14 +76,6 @@ def run(command: Command, name: str, argv: list[str]) -> int:
     asks_help = bool(argv) and argv[0] in HELP_WORDS
     module = importlib.import_module(command.module)
     try:
-        if command.style == "none":
-            if asks_help:
-                print(f"usage: ptxbench {name}\n\n{module.__doc__.strip()}")
-                return 0
-            if argv:
-                print(f"error: ptxbench {name} takes no arguments (got {argv[0]!r})", file=sys.stderr)
-                return 2
-            return module.main() or 0
         if command.style == "flags" and asks_help:
             argv = ["--help"]
         return module.main(argv) or 0

@@ -1,5 +1,6 @@
-"""The task catalog, as data: the paper's core tasks, the D=64/96 attention variants and the GQA
-generalisation tasks, under the paper's definition names.
+"""The task catalog, as data: every problem of the paper's bf16 GEMM (82) and attention (38) sets and its fp8
+problems, one task per definition × workload, and our GQA generalisation tasks. The tables below are the
+catalog (read from the paper's public repository, 2026-12-01); the builders turn each row into tasks.
 
 The definitions follow the PTXBench paper's task files (its public code, read 2026-12-01): attention tensors
 are [B, H, S, D], row-major and contiguous; LSE is [B, H, S] fp32, the natural-log log-sum-exp of the scaled scores; the
@@ -10,7 +11,45 @@ live in tasks/references.py and tasks/baselines.py.
 
 from __future__ import annotations
 
+import difflib
+
 from tasks.schema import Arch, Baseline, TargetGroup, Task, TensorSpec, UnknownName
+
+# Run records carry this, so results over different catalogs are never pooled. 1: the 17 fixed-shape tasks
+# (M 8192, S 4096); 2: the paper's 120 bf16 problems at their workloads, and fp8.
+CATALOG_VERSION = 2
+
+# ------------------------------------------------------------------------------------------ the tables
+# bf16 GEMM C[M,N] = A[M,K]·B[N,K]ᵀ: (N, K) → the M workloads.
+GEMM: dict[tuple[int, int], tuple[int, ...]] = {
+    (128, 2048): (93, 289, 492, 952, 8828), (2048, 4096): (93, 289, 952, 969, 8828),
+    (2048, 5376): (70, 232, 901, 2379, 8828), (21504, 5376): (70, 232, 901, 2379, 8828),
+    (256, 7168): (80, 901), (28672, 4096): (70, 232, 972, 2379, 8192),
+    (34816, 5120): (70, 232, 972, 2379, 8192), (4096, 14336): (70, 232, 972, 2379, 8192),
+    (4096, 4096): (70, 232, 972, 2379, 8192), (4096, 5376): (70, 232, 901, 2379, 8828),
+    (5120, 17408): (70, 232, 972, 2379, 8192), (5120, 2048): (93, 289, 492, 952, 8828),
+    (5120, 5120): (70, 232, 972, 2379, 8192), (5376, 21504): (70, 232, 901, 2379, 8828),
+    (5376, 4096): (70, 232, 901, 2379, 8828), (6144, 4096): (70, 232, 972, 2379, 8192),
+    (7168, 5120): (70, 232, 972, 2379, 8192),
+}  # fmt: skip
+# bf16 attention, B 4, H 48: head dim D → the S workloads, each definition with and without the causal mask.
+MHA_FWD: dict[int, tuple[int, ...]] = {64: (2048, 4096), 128: (2048, 4096), 256: (2048, 4096), 96: (4096,)}
+MHA_BWD: dict[int, tuple[int, ...]] = {
+    64: (1024, 2048, 4096), 128: (1024, 2048, 4096), 96: (512, 1024, 2048, 4096, 8192, 16384)
+}  # fmt: skip
+# fp8: the block-scaled GEMM's (N, K) → M, and the attention forward's D → S (one workload each here).
+FP8_GEMM: dict[tuple[int, int], tuple[int, ...]] = {(4096, 7168): (4096,)}
+FP8_MHA: dict[int, tuple[int, ...]] = {64: (4096,), 96: (4096,), 128: (4096,), 256: (4096,)}
+# Ours, beyond the paper: grouped-query attention at S 4096, forward and backward, with and without the mask.
+GQA_ATTENTION: dict[int, tuple[int, ...]] = {128: (4096,)}
+
+CORE = ["gemm_n7168_k5120", "mha_with_lse_d128", "mha_with_lse_d128_causal", "mha_bwd_d128", "mha_bwd_d128_causal"]
+CORE_GEMM_M, CORE_S = 8192, 4096  # the core five's workloads: they keep their plain names
+
+
+def _name(definition: str, axis: str, value: int, *, plain: bool) -> str:
+    """`<definition>_<axis><value>` (gemm_n2048_k4096_m93), or the definition's name where it is `plain`."""
+    return definition if plain else f"{definition}_{axis.lower()}{value}"
 
 
 def _group(name: str, description: str, ptx: str, sass: str, paper_tag: bool = True) -> TargetGroup:
@@ -48,19 +87,23 @@ _B200 = {
     "atomics",
 }
 ATTENTION_VERSION = 2  # 1: wave 1's [B, S, H, D] layout with Delta handed to the backward (not the paper's)
-HEADS, KV_HEADS = 48, 8
+BATCH, HEADS, KV_HEADS = 4, 48, 8  # the paper's definitions fix B and H
 _LAYOUT = "row-major, contiguous: head-major, the head dim innermost"
 _LSE = "row-major, contiguous"
 
 
-def _gemm() -> Task:
+def _gemm(n: int, k: int, m: int) -> Task:
+    definition = f"gemm_n{n}_k{k}"
+    core = definition in CORE and m == CORE_GEMM_M
     return Task(
-        name="gemm_n7168_k5120",
-        aliases=["gemm"],
+        name=_name(definition, "M", m, plain=core),
+        definition=definition,
+        axis="M",
+        aliases=["gemm"] if core else [],
         family="gemm",
         description="C[M,N] = A[M,K] · B[N,K]ᵀ in bf16 with fp32 accumulation (B is stored K-major, "
         "as a linear layer's weight).",
-        dims={"M": 8192, "N": 7168, "K": 5120},
+        dims={"M": m, "N": n, "K": k},
         tensors=[
             TensorSpec(name="A", dtype="bfloat16", shape=["M", "K"], role="input", init="normal"),
             TensorSpec(name="B", dtype="bfloat16", shape=["N", "K"], role="input", init="normal"),
@@ -72,7 +115,7 @@ def _gemm() -> Task:
             library="cuBLAS",
             call="cublas_gemm",
             description="torch: A @ B.T",
-            h200_ms_seen=0.749,
+            h200_ms_seen=0.749 if core else None,
             b200_reported=_B200["gemm"],
         ),
         targets=TARGETS,
@@ -88,13 +131,18 @@ def _lse(role: str, init: str = "none") -> TensorSpec:
     return TensorSpec(name="LSE", dtype="float32", shape=["B", "H", "S"], role=role, init=init, layout=_LSE)
 
 
-def _attention(d: int, *, backward: bool, causal: bool, gqa: bool, seen_ms: float | None) -> Task:
+def _attention(d: int, s: int, *, backward: bool, causal: bool, gqa: bool) -> Task:
     kv = "HKV" if gqa else "H"
     kind = "bwd" if backward else "with_lse"
-    name = f"{'gqa' if gqa else 'mha'}_{kind}_d{d}" + ("_causal" if causal else "")
-    mha128 = d == 128 and not gqa
+    definition = f"{'gqa' if gqa else 'mha'}_{kind}_d{d}" + ("_causal" if causal else "")
+    core = definition in CORE and s == CORE_S
+    name = _name(definition, "S", s, plain=core or gqa)
     short = f"attn_{'bwd' if backward else 'fwd'}" + ("_causal" if causal else "")
-    former = [f"mha_fwd_d{d}" + ("_causal" if causal else "")] if not (backward or gqa) else []
+    # Before the paper's catalog, the D=64/96 definitions were tasks at S 4096 under their plain names; before
+    # the paper's names, the forward was mha_fwd_*.
+    former = [definition] if name != definition and s == CORE_S else []
+    if not (backward or gqa) and s == CORE_S:
+        former.append(f"mha_fwd_d{d}" + ("_causal" if causal else ""))
     mask = "causal (key j attends to query i only when j ≤ i)" if causal else "no mask"
     heads = (f"{HEADS} query heads share {KV_HEADS} K/V heads (query head h reads K/V head h // {HEADS // KV_HEADS})"
              if gqa else "one K/V head per query head")  # fmt: skip
@@ -126,14 +174,16 @@ def _attention(d: int, *, backward: bool, causal: bool, gqa: bool, seen_ms: floa
         call, what = "cudnn_attention_forward", "forward with LSE"
     return Task(
         name=name,
-        aliases=[short] if mha128 else [],
+        definition=definition,
+        axis="S",
+        aliases=[short] if core else [],
         former_names=former,
         version=ATTENTION_VERSION,
         family="attention_bwd" if backward else "attention_fwd",
         description=description,
         # HKV (K/V heads) is a dim of every attention task, H where each query head has its own, so one
         # launch spec can serve both kinds.
-        dims={"B": 4, "H": HEADS, "HKV": KV_HEADS if gqa else HEADS, "S": 4096, "D": d},
+        dims={"B": BATCH, "H": HEADS, "HKV": KV_HEADS if gqa else HEADS, "S": s, "D": d},
         tensors=tensors,
         params={"causal": causal, "scale": d**-0.5},
         reference="attention_backward" if backward else "attention_forward",
@@ -144,14 +194,129 @@ def _attention(d: int, *, backward: bool, causal: bool, gqa: bool, seen_ms: floa
             call=call,
             description=f"cuDNN SDPA {what} on the same [B, H, S, D] tensors "
             "(torch.ops.aten._scaled_dot_product_cudnn_attention*, which takes the shared K/V heads as they are)",
-            h200_ms_seen=seen_ms,
+            h200_ms_seen=_SEEN.get((d, backward, causal, gqa)) if s == CORE_S else None,
             b200_reported=_B200["backward" if backward else "forward"],
         ),
         targets=TARGETS,
     )
 
 
-# H200 medians seen through cuDNN on [B, H, S, D] by our harness, 2026-12-01; (d, backward, causal, gqa).
+# fp8 on the tensor cores: Hopper's wgmma with e4m3 operands (QGMMA), Blackwell's tcgen05.mma kind::f8f6f4 (UTCQMMA).
+FP8_TARGETS = {
+    Arch.SM_90A: [
+        _group("wgmma", "warpgroup MMA on fp8 operands (wgmma.mma_async … .e4m3 → QGMMA)",
+               r"^wgmma\.mma_async\S*\.e4m3", r"^QGMMA\b"),
+        _group(*_TMA),
+    ],
+    Arch.SM_100A: [
+        _group("tcgen05", "5th-gen tensor core MMA on fp8 operands (tcgen05.mma kind::f8f6f4 → UTCQMMA)",
+               r"^tcgen05\.mma\S*\.kind::f8f6f4", r"^UTCQMMA\b"),
+        _group("tmem", "tensor memory loads/stores (tcgen05.ld/st → LDTM/STTM)", r"^tcgen05\.(ld|st)\b",
+               r"^(LDTM|STTM)\b"),
+        _group(*_TMA, paper_tag=False),
+    ],
+}  # fmt: skip
+FP8_BLOCK = 128  # the GEMM's scale granularity along K (A: 1×128 per token, B: 128×128)
+# Our rule (rel. L2 against the fp32 reference) with a tolerance above fp8's own rounding: e4m3 keeps 3 mantissa
+# bits, so an fp8 O rounded to nearest is off by ~3.6% rms; cuDNN's fp8 SDPA reads 3.5e-2 (H200).
+FP8_ATTENTION_TOLERANCE = 5e-2
+_FP8_SEEN = {(128, False): 1.63, (128, True): 1.05, (256, False): 2.90, (256, True): 1.91}  # H200, cuDNN fp8, ms
+
+
+def _fp8_gemm(n: int, k: int, m: int) -> Task:
+    """The paper's DeepGEMM-style 1D2D block-scaled fp8 GEMM. Judged by our rule, rel. L2 ≤ 1e-2 against the fp32
+    reference computed from the very fp8 inputs and scales a kernel gets: the only error left is the kernel's
+    accumulation and D's bf16 rounding (torch._scaled_mm reads 1.7e-3), so the bf16 tasks' rule fits unchanged.
+    The paper's DeepGEMM cosine distance 1 − 2·Σxy/Σ(x²+y²) is about half the squared rel. L2: its 1e-3 threshold
+    would pass a rel. L2 of 4.5e-2, looser than ours for no reason here."""
+    definition = f"fp8_gemm_nt_1d2d_n{n}_k{k}"
+    blocks = f"K//{FP8_BLOCK}"
+    return Task(
+        name=_name(definition, "M", m, plain=True),
+        definition=definition,
+        axis="M",
+        family="fp8_gemm",
+        description=f"D[M,N] = Σ over K blocks kb of (A[:, kb]·B[:, kb]ᵀ)·SF_A[m, kb]·SF_B[n//{FP8_BLOCK}, kb] in bf16 "
+        f"(A, B float8_e4m3fn, both K-major; kb = {FP8_BLOCK} consecutive K; fp32 accumulation): DeepGEMM's 1D2D "
+        f"recipe, one scale per token per K block for A and one per {FP8_BLOCK}×{FP8_BLOCK} block for B.",
+        dims={"M": m, "N": n, "K": k},
+        tensors=[
+            TensorSpec(name="A", dtype="float8_e4m3fn", shape=["M", "K"], role="input", init="normal"),
+            TensorSpec(name="SF_A", dtype="float32", shape=["M", blocks], role="input", init="derived"),
+            TensorSpec(name="B", dtype="float8_e4m3fn", shape=["N", "K"], role="input", init="normal"),
+            TensorSpec(name="SF_B", dtype="float32", shape=[f"N//{FP8_BLOCK}", blocks], role="input", init="derived"),
+            TensorSpec(name="D", dtype="bfloat16", shape=["M", "N"], role="output"),
+        ],
+        reference="fp8_gemm_block_scaled",
+        derive="fp8_gemm_inputs",
+        flops="2*M*N*K",
+        baseline=Baseline(
+            library="cuBLAS",
+            call="scaled_mm_blockwise",
+            description="torch._scaled_mm with block scales (cuBLAS's block-scaled fp8 GEMM: SF_A as given, SF_B "
+            "transposed, both M/N-major as it wants them, converted before timing). The paper's baseline, "
+            "DeepGEMM's fp8_gemm_nt, is not available on our GPU image",
+            h200_ms_seen=0.187,
+        ),
+        targets=FP8_TARGETS,
+    )
+
+
+def _fp8_attention(d: int, s: int, causal: bool) -> Task:
+    """The paper's fp8 attention forward (cuDNN's sdpa_fp8 with descale_s, scale_s and scale_o pinned to 1, so O is
+    a plain cast). Judged by our rule, rel. L2 against the fp32 reference on the dequantized inputs, with the
+    tolerance raised to FP8_ATTENTION_TOLERANCE: an O stored in e4m3 cannot get under ~3.5e-2 (its own rounding),
+    so 1e-2 would fail every correct kernel, cuDNN's included. The paper's element rule (|Δ| ≤ 1e-2 absolute or
+    relative, 99.5% of elements, against cuDNN's output) compares two fp8 roundings of nearly equal values, which
+    differ by one e4m3 step (12.5%) wherever the fp32 values straddle a rounding boundary: how many do depends on
+    the accumulation order, not on correctness. The L2 rule measures the error's size over the whole output."""
+    definition = f"fp8_mha_with_lse_d{d}" + ("_causal" if causal else "")
+    mask = "causal (key j attends to query i only when j ≤ i)" if causal else "no mask"
+
+    def fp8(name: str, role: str, init: str = "none") -> TensorSpec:
+        return TensorSpec(name=name, dtype="float8_e4m3fn", shape=["B", "H", "S", "D"], role=role, init=init,
+                          layout=_LAYOUT)  # fmt: skip
+
+    def descale(name: str) -> TensorSpec:
+        return TensorSpec(name=name, dtype="float32", shape=["1"], role="input", init="derived", layout="one value")
+
+    return Task(
+        name=_name(definition, "S", s, plain=True),
+        definition=definition,
+        axis="S",
+        family="fp8_attention_fwd",
+        description=f"fp8 attention forward with LSE, {mask}: Q, K, V are float8_e4m3fn, each with a per-tensor "
+        "descale (the dequantized tensor is X.float()·descale_x). S = scale·(Q·descale_q)(K·descale_k)ᵀ with "
+        "scale = 1/√D, O = softmax(S)(V·descale_v) stored as float8_e4m3fn with no output scale (a plain cast), "
+        "LSE = natural-log log-sum-exp of each row of S (fp32). The matrix products take fp8 operands.",
+        dims={"B": BATCH, "H": HEADS, "S": s, "D": d},
+        tensors=[
+            fp8("Q", "input", "spiky"),
+            fp8("K", "input", "spiky"),
+            fp8("V", "input", "spiky"),
+            descale("descale_q"),
+            descale("descale_k"),
+            descale("descale_v"),
+            fp8("O", "output"),
+            _lse("output"),
+        ],
+        params={"causal": causal, "scale": d**-0.5},
+        reference="fp8_attention_forward",
+        derive="fp8_attention_inputs",
+        tolerance=FP8_ATTENTION_TOLERANCE,
+        flops="2*B*H*S*S*D" if causal else "4*B*H*S*S*D",
+        baseline=Baseline(
+            library="cuDNN",
+            call="cudnn_fp8_attention_forward",
+            description="cuDNN's fp8 SDPA forward (cudnn-frontend's graph API, sdpa_fp8, the paper's baseline) on "
+            "the same tensors, descale_s, scale_s and scale_o at 1",
+            h200_ms_seen=_FP8_SEEN.get((d, causal)) if s == CORE_S else None,
+        ),
+        targets=FP8_TARGETS,
+    )
+
+
+# H200 medians seen through cuDNN on [B, H, S, D] at S 4096 by our harness, 2026-12-01; (d, backward, causal, gqa).
 _SEEN = {
     (128, False, False, False): 2.70, (128, False, True, False): 1.56,
     (128, True, False, False): 7.92, (128, True, True, False): 4.50,
@@ -159,34 +324,92 @@ _SEEN = {
     (128, True, False, True): 8.11, (128, True, True, True): 4.63,
 }  # fmt: skip
 
-CORE = ["gemm_n7168_k5120", "mha_with_lse_d128", "mha_with_lse_d128_causal", "mha_bwd_d128", "mha_bwd_d128_causal"]
-GQA = ["gqa_with_lse_d128", "gqa_with_lse_d128_causal", "gqa_bwd_d128", "gqa_bwd_d128_causal"]
-
 
 def _build() -> dict[str, Task]:
-    variants = [(d, False) for d in (128, 64, 96)] + [(128, True)]
-    tasks = [_gemm()] + [
-        _attention(d, backward=backward, causal=causal, gqa=gqa, seen_ms=_SEEN.get((d, backward, causal, gqa)))
-        for d, gqa in variants
+    """Every task of the tables above, the paper's definition by definition in its order, then ours (GQA)."""
+    tasks = [_gemm(n, k, m) for (n, k), ms in GEMM.items() for m in ms]
+    for table, backward in ((MHA_FWD, False), (MHA_BWD, True)):
+        tasks += [
+            _attention(d, s, backward=backward, causal=causal, gqa=False)
+            for d, seqs in table.items()
+            for causal in (False, True)
+            for s in seqs
+        ]
+    tasks += [_fp8_gemm(n, k, m) for (n, k), ms in FP8_GEMM.items() for m in ms]
+    tasks += [_fp8_attention(d, s, causal) for d, seqs in FP8_MHA.items() for causal in (False, True) for s in seqs]
+    tasks += [
+        _attention(d, s, backward=backward, causal=causal, gqa=True)
+        for d, seqs in GQA_ATTENTION.items()
         for backward in (False, True)
         for causal in (False, True)
+        for s in seqs
     ]
     return {t.name: t for t in tasks}
 
 
 TASKS: dict[str, Task] = _build()
 _ALIASES = {alias: t.name for t in TASKS.values() for alias in t.aliases}
+_ALIASES |= {t.workload_name: t.name for t in TASKS.values() if t.workload_name != t.name}
 _FORMER = {old: t.name for t in TASKS.values() for old in t.former_names}
 
 
+def _in(*families: str) -> list[str]:
+    return [t.name for t in TASKS.values() if t.family in families and not t.name.startswith("gqa_")]
+
+
+GROUPS: dict[str, list[str]] = {
+    "core": CORE,
+    "paper": [t.name for t in TASKS.values() if not t.name.startswith("gqa_")],
+    "gemm": _in("gemm"),
+    "mha_fwd": _in("attention_fwd"),
+    "mha_bwd": _in("attention_bwd"),
+    "fp8": _in("fp8_gemm", "fp8_attention_fwd"),
+    "gqa": [t.name for t in TASKS.values() if t.name.startswith("gqa_")],
+    "all": list(TASKS),
+}
+GROUP_DESCRIPTIONS = {
+    "core": "the paper's five headline problems",
+    "paper": "every problem of the paper's bf16 GEMM, attention and fp8 sets",
+    "gemm": "bf16 GEMM, 17 N×K definitions at their M workloads",
+    "mha_fwd": "bf16 attention forward with LSE, D 64–256, S 2048/4096",
+    "mha_bwd": "bf16 attention backward, D 64–128, S 512–16384",
+    "fp8": "fp8 GEMM (block-scaled) and fp8 attention forward",
+    "gqa": "ours: grouped-query attention, 48 query heads over 8 K/V heads",
+    "all": "every task",
+}
+
+
+def _closest(name: str, candidates: list[str]) -> str:
+    """The names nearest to a misspelt one, for a one-line refusal."""
+    close = difflib.get_close_matches(name, list(dict.fromkeys(candidates)), n=5, cutoff=0.6)
+    return ", ".join(close) if close else "none near it (`python -m tasks` lists every name)"
+
+
 def get_task(name: str) -> Task:
-    """The task called `name`, an alias or a former name of it; UnknownName lists the known names."""
+    """The task called `name`, an alias, its `<definition>_<axis><value>` spelling or a former name of it;
+    UnknownName names the closest names."""
     key = name.strip().lower()
     key = _ALIASES.get(key) or _FORMER.get(key) or key
     if key not in TASKS:
-        known = ", ".join(list(TASKS) + sorted(_ALIASES))
-        raise UnknownName(f"unknown task {name!r}; known: {known}")
+        raise UnknownName(f"unknown task {name!r}; closest: {_closest(key, [*TASKS, *_ALIASES, *_FORMER])}")
     return TASKS[key]
+
+
+def resolve_names(items: list[str]) -> list[str]:
+    """Task names for a list of groups, names, aliases and former names, in order and without repeats;
+    UnknownName (one line, with the closest task and group names) for the first that is neither."""
+    names: list[str] = []
+    for item in items:
+        key = item.strip().lower()
+        if key in GROUPS:
+            names += GROUPS[key]
+            continue
+        try:
+            names.append(get_task(key).name)
+        except UnknownName:
+            every = [*GROUPS, *TASKS, *_ALIASES, *_FORMER]
+            raise UnknownName(f"unknown task or group {item!r}; closest: {_closest(key, every)}") from None
+    return list(dict.fromkeys(names))
 
 
 def renamed(name: str) -> str | None:

@@ -21,6 +21,7 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "float8_e4m3fn": torch.float8_e4m3fn,
 }
 
+FP8_DTYPES = {"float8_e4m3fn"}
 SPIKE_PROBABILITY = 1e-3
 SPIKE_STD = 10.0  # the paper's N(0, 100): variance 100
 
@@ -30,7 +31,9 @@ def shape_of(shape: list[int | str], dims: Mapping[str, int]) -> list[int]:
 
 
 def draw_inputs(task: Task, dims: Mapping[str, int], seed: int, device: str | torch.device) -> dict[str, torch.Tensor]:
-    """The task's inputs for one trial: 'normal' and 'spiky' draws, then the 'derived' ones."""
+    """The task's inputs for one trial: 'normal' and 'spiky' draws, then what the task's `derive` computes from
+    them ('derived' inputs, and an fp8 input's cast: fp8 inputs are drawn in bf16 and quantized there, as the
+    paper's are)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     tensors: dict[str, torch.Tensor] = {}
     for spec in task.inputs:
@@ -41,10 +44,7 @@ def draw_inputs(task: Task, dims: Mapping[str, int], seed: int, device: str | to
         if spec.init == "spiky":
             spikes = torch.rand(shape, generator=gen, device=device) < SPIKE_PROBABILITY
             x += spikes * torch.randn(shape, generator=gen, device=device) * SPIKE_STD
-        tensors[spec.name] = x.to(TORCH_DTYPES[spec.dtype])
+        tensors[spec.name] = x.to(torch.bfloat16 if spec.dtype in FP8_DTYPES else TORCH_DTYPES[spec.dtype])
     if task.derive:
-        derived = run_reference(task.derive, tensors, task.params)
-        for spec in task.inputs:
-            if spec.init == "derived":
-                tensors[spec.name] = derived[spec.name].to(TORCH_DTYPES[spec.dtype]).contiguous()
-    return tensors
+        tensors |= run_reference(task.derive, tensors, task.params)
+    return {spec.name: tensors[spec.name].to(TORCH_DTYPES[spec.dtype]).contiguous() for spec in task.inputs}

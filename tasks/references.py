@@ -16,6 +16,21 @@ Tensors = Mapping[str, torch.Tensor]
 HEAD_CHUNK_BYTES = 1 << 29  # fp32 scores held at once
 
 
+# fp32 S×S matrices (scores, probabilities, dP, dS) alive at once in a head chunk of the backward; the forward
+# holds fewer. With the fp32 copies of the tensors, this is what a reference needs beyond its inputs.
+CHUNK_MATRICES = 4
+
+
+def working_bytes(name: str, dims: Mapping[str, int]) -> int:
+    """The most the reference `name` holds at once besides fp32 copies of the task's tensors: its head chunk's
+    score matrices (attention), nothing for a GEMM."""
+    if "attention" not in name:
+        return 0
+    s = dims["S"]
+    heads_per_chunk = max(1, HEAD_CHUNK_BYTES // (4 * s * s))
+    return CHUNK_MATRICES * 4 * s * s * min(heads_per_chunk, dims["H"])
+
+
 def gemm(t: Tensors) -> dict[str, torch.Tensor]:
     return {"C": t["A"].float() @ t["B"].float().T}
 
@@ -85,6 +100,56 @@ def attention_backward(t: Tensors, *, causal: bool, scale: float) -> dict[str, t
     return {"dQ": dq, "dK": dk, "dV": dv}
 
 
+FP8_MAX = 448.0  # the largest finite float8_e4m3fn
+
+
+def _to_fp8(x: torch.Tensor, amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x scaled so that its amax lands on FP8_MAX, cast to e4m3, and the descale (amax / FP8_MAX) undoing it."""
+    amax = amax.float().clamp_min(1e-4)
+    return (x.float() * (FP8_MAX / amax)).to(torch.float8_e4m3fn), amax / FP8_MAX
+
+
+def fp8_gemm_inputs(t: Tensors) -> dict[str, torch.Tensor]:
+    """A and B (drawn in bf16) cast to fp8 as DeepGEMM's 1D2D recipe does: A with one scale per token per 128-wide K
+    block (SF_A [M, K/128]), B with one per 128×128 block (SF_B [N/128, K/128])."""
+    a, b = t["A"], t["B"]
+    (m, k), n = a.shape, b.shape[0]
+    a_blocks = a.view(m, k // 128, 128)
+    a8, sf_a = _to_fp8(a_blocks, a_blocks.abs().amax(-1, keepdim=True))
+    b_blocks = b.view(n // 128, 128, k // 128, 128)
+    b8, sf_b = _to_fp8(b_blocks, b_blocks.abs().amax((1, 3), keepdim=True))
+    return {
+        "A": a8.view(m, k),
+        "SF_A": sf_a.view(m, k // 128),
+        "B": b8.view(n, k),
+        "SF_B": sf_b.view(n // 128, k // 128),
+    }
+
+
+def fp8_gemm_block_scaled(t: Tensors) -> dict[str, torch.Tensor]:
+    """D = Σ over 128-wide K blocks of (A_blk·B_blkᵀ)·SF_A·SF_B: the same as A and B dequantized block by block
+    (each scale is constant over its block), then one fp32 product."""
+    a, b = t["A"].float(), t["B"].float()
+    block = a.shape[1] // t["SF_A"].shape[1]
+    a = a * t["SF_A"].float().repeat_interleave(block, dim=1)
+    b = b * t["SF_B"].float().repeat_interleave(block, dim=0).repeat_interleave(block, dim=1)
+    return {"D": a @ b.T}
+
+
+def fp8_attention_inputs(t: Tensors, *, causal: bool, scale: float) -> dict[str, torch.Tensor]:
+    """Q, K, V (drawn in bf16) cast to fp8 with one scale per tensor, and their descales."""
+    out = {}
+    for name in ("Q", "K", "V"):
+        out[name], out[f"descale_{name.lower()}"] = _to_fp8(t[name], t[name].abs().amax().view(1))
+    return out
+
+
+def fp8_attention_forward(t: Tensors, *, causal: bool, scale: float) -> dict[str, torch.Tensor]:
+    """The bf16 forward's reference on the dequantized inputs (X.float()·descale_x)."""
+    deq = {n: t[n].float() * t[f"descale_{n.lower()}"].float() for n in ("Q", "K", "V")}
+    return attention_forward(deq, causal=causal, scale=scale)
+
+
 def run_reference(name: str, tensors: Tensors, params: Mapping[str, float | bool]) -> dict[str, torch.Tensor]:
     """Call the reference or derivation function a task names."""
     fn = {
@@ -92,5 +157,9 @@ def run_reference(name: str, tensors: Tensors, params: Mapping[str, float | bool
         "attention_forward": attention_forward,
         "attention_backward": attention_backward,
         "attention_backward_inputs": attention_backward_inputs,
+        "fp8_gemm_inputs": fp8_gemm_inputs,
+        "fp8_gemm_block_scaled": fp8_gemm_block_scaled,
+        "fp8_attention_inputs": fp8_attention_inputs,
+        "fp8_attention_forward": fp8_attention_forward,
     }[name]
     return fn(tensors, **params)

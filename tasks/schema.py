@@ -7,7 +7,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tasks.expr import evaluate
 
@@ -125,7 +125,14 @@ class Task(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    name: str = Field(description="The canonical name: the paper's definition name, e.g. 'mha_with_lse_d128'.")
+    name: str = Field(
+        description="The canonical name: `<definition>_<axis><value>` (e.g. 'mha_bwd_d96_s16384'), or the definition's "
+        "own name where the catalog holds it at one workload (the paper's core five, GQA, fp8)."
+    )
+    definition: str = Field(
+        "", description="The paper's definition this task is one workload of, e.g. 'gemm_n2048_k4096' (default: name)."
+    )
+    axis: str | None = Field(None, description="The definition's variable dim (M for a GEMM, S for attention).")
     aliases: list[str] = Field(default_factory=list, description="Short names, e.g. 'attn_fwd'.")
     former_names: list[str] = Field(
         default_factory=list, description="Names earlier versions of this project used; they resolve with a note."
@@ -135,7 +142,7 @@ class Task(BaseModel):
         description="The definition's version: a change to shapes, layouts, inputs or outputs bumps it, and "
         "every run records it, so runs of different definitions are never pooled.",
     )
-    family: Literal["gemm", "attention_fwd", "attention_bwd"]
+    family: Literal["gemm", "attention_fwd", "attention_bwd", "fp8_gemm", "fp8_attention_fwd"]
     description: str
     dims: dict[str, int] = Field(description="Named dims with their values, e.g. {'M': 8192}.")
     tensors: list[TensorSpec]
@@ -151,6 +158,21 @@ class Task(BaseModel):
     flops: str = Field(description="FLOP count as an expression over dims.")
     baseline: Baseline
     targets: dict[Arch, list[TargetGroup]]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _definition_defaults_to_name(cls, data):
+        """Tasks recorded before the catalog had definitions (checkpoints) name only themselves."""
+        if isinstance(data, dict) and not data.get("definition"):
+            data = {**data, "definition": data.get("name", "")}
+        return data
+
+    @property
+    def workload_name(self) -> str:
+        """`<definition>_<axis><value>`: the spelling every task answers to, plain-named ones included."""
+        if self.axis is None:
+            return self.name
+        return f"{self.definition}_{self.axis.lower()}{self.dims[self.axis]}"
 
     def tensor(self, name: str) -> TensorSpec:
         for t in self.tensors:

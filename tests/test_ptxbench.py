@@ -56,7 +56,9 @@ def test_a_subcommand_runs_the_command(tmp_path: Path, capsys: pytest.CaptureFix
     assert "unknown arch 'sm_80'" in capsys.readouterr().err
     assert ptxbench.main(["evaluate", str(tmp_path / "none.md"), "--task", "gemm", "--arch", "sm_90a"]) == 2
     assert "none.md" in capsys.readouterr().err
-    assert ptxbench.main(["tasks", "extra"]) == 2 and "takes no arguments" in capsys.readouterr().err
+    assert ptxbench.main(["tasks", "fp8"]) == 0
+    assert "fp8_mha_with_lse_d256_causal  [definition v1]" in capsys.readouterr().out
+    assert ptxbench.main(["tasks", "extra"]) == 2 and "unknown task or group 'extra'" in capsys.readouterr().err
 
 
 def test_an_unknown_subcommand_suggests_the_closest(capsys: pytest.CaptureFixture) -> None:

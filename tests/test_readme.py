@@ -53,11 +53,6 @@ def documented_modules() -> list[str]:
     return sorted(set(re.findall(r"python3? -m ([\w.]+)", code)) - {"venv", "pip"})
 
 
-# `python -m tasks` prints the catalog whatever its arguments until issue 25's tasks item lands; its run below
-# still checks it. Delete this entry then.
-HELP_PENDING = {"tasks"}
-
-
 def test_every_command_readme_shows_prints_its_help():
     modules = documented_modules()
     assert {"agent.solve", "agent.bench", "agent.report", "agent.replay", "agent.export_sft"} <= set(modules)
@@ -76,7 +71,7 @@ def test_every_command_readme_shows_prints_its_help():
                               cwd=ROOT)  # fmt: skip
         return module, word, done
 
-    words = {m: ["--help", "help"] if m.startswith("agent.") else ["--help"] for m in modules if m not in HELP_PENDING}
+    words = {m: ["--help", "help"] if m.startswith("agent.") else ["--help"] for m in modules}
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda mw: run(*mw), [(m, w) for m, ws in words.items() for w in ws]))
     for module, word, done in results:

@@ -30,7 +30,7 @@ from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu.base import CompiledModule, Gpu, Unavailable
 from tools.gpu.stages import skipped
 from tools.options import EvalOptions
-from tools.plan import LaunchPlan, SpecError, plan_launches
+from tools.plan import LaunchPlan, SpecError, launch_dims, plan_launches
 from tools.solution import Solution
 
 FAILURE_STATUS = {
@@ -135,7 +135,7 @@ def abi_stage(solution: Solution, compiled: CompileResult, task: Task, arch: Arc
     """The launch spec against the module's .entry parameter lists and directives, then the static
     cross-checks of tensor maps against the descriptors and mbarrier byte counts (tools/crosscheck.py)."""
     entries = ptx_text.entries(compiled.ptx)
-    problems = check_abi(solution.launch, entries, arch, task.dims, compiled.kernels)
+    problems = check_abi(solution.launch, entries, arch, launch_dims(task, arch.sm_count), compiled.kernels)
     if problems:
         return StageResult(name=Stage.ABI, state=StageState.FAILED, message="\n".join(problems),
                            detail={"problems": problems})  # fmt: skip
@@ -165,7 +165,7 @@ def build(static: Static, task: Task, arch: Arch, options: EvalOptions) -> Stati
     if stages[-1].state is StageState.FAILED:
         return static.model_copy(update={"stages": stages})
     module = CompiledModule(language=sol.language, ptx=compiled.ptx, cubin=compiled.cubin, plan=static.plan,
-                            kernels=compiled.kernels,
+                            launch=sol.launch, kernels=compiled.kernels,
                             cuda_source=sol.source if sol.language == "cuda" else None)  # fmt: skip
     return static.model_copy(update={"stages": stages, "module": module})
 

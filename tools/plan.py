@@ -1,7 +1,9 @@
 """LaunchSpec + task + arch → LaunchPlan: every expression evaluated, every limit checked.
 
 The plan holds only concrete numbers, so the GPU worker needs neither the parser nor the rules. All
-problems are collected (not just the first) as `path: message` lines a model can act on.
+problems are collected (not just the first) as `path: message` lines a model can act on. Expressions see the
+task's dims and SMS, the GPU's multiprocessor count: the arch's nominal count in the static stages, the device's
+own when a GPU with another count re-plans (tools/gpu/service.py), so a persistent grid need not hard-code it.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ SCALAR_RANGES = {
     "s64": (-(2**63), 2**63 - 1),
 }
 SWIZZLE_BYTES = {"none": None, "32B": 32, "64B": 64, "128B": 128}
+SMS = "SMS"  # the name expressions use for the GPU's multiprocessor count
+
+
+def launch_dims(task: Task, sm_count: int, dims: Mapping[str, int] | None = None) -> dict[str, int]:
+    """What a launch spec's expressions may name: the task's dims (or `dims`) and SMS."""
+    return {**(dims or task.dims), SMS: sm_count}
 
 
 class SpecError(ValueError):
@@ -87,9 +95,12 @@ class LaunchPlan(BaseModel):
         return next(b for b in self.buffers if b.name == name)
 
 
-def plan_launches(spec: LaunchSpec, task: Task, arch: Arch, dims: Mapping[str, int] | None = None) -> LaunchPlan:
-    """Resolve `spec` at `dims` (the task's by default); SpecError lists every problem found."""
-    return _Planner(task, arch, dict(dims or task.dims)).plan(spec)
+def plan_launches(
+    spec: LaunchSpec, task: Task, arch: Arch, dims: Mapping[str, int] | None = None, sm_count: int | None = None
+) -> LaunchPlan:
+    """Resolve `spec` at `dims` (the task's by default) on a GPU of `sm_count` multiprocessors (the arch's nominal
+    count by default); SpecError lists every problem found."""
+    return _Planner(task, arch, launch_dims(task, sm_count or arch.sm_count, dims)).plan(spec)
 
 
 class _Planner:

@@ -52,7 +52,8 @@ SpecInt = Annotated[int, Field(gt=-MAX_MAGNITUDE, lt=MAX_MAGNITUDE)]
 """An integer a spec gives literally (cluster, box, strides, shared bytes): 64-bit, like every value it holds."""
 # One validator each, so that a bad value gets one clear message instead of one per union branch.
 Expr = Annotated[int | str, PlainValidator(_expr), WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}]})]
-"""An integer expression over task dims: `+ - * // %`, `cdiv`, `min`, `max`, integer literals."""
+"""An integer expression over task dims and SMS (the GPU's multiprocessor count): `+ - * // %`, `cdiv`, `min`, `max`,
+integer literals."""
 ScalarValue = Annotated[
     int | float | str,
     PlainValidator(_scalar),

@@ -24,7 +24,7 @@ from agent.loop.config import ENDPOINT_KEYS, SolveConfig
 from agent.loop.redact import redact
 from agent.loop.store import RunFolder, check_run_id
 from agent.loop.writes import write_inside
-from tasks.catalog import CORE, TASKS, get_task
+from tasks.catalog import resolve_names
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
 from tools.options import Profile
@@ -97,15 +97,12 @@ def turns(mode: str, max_turns: int) -> int:
 
 
 def resolve_tasks(value: str) -> list[str]:
-    """Comma-separated names, aliases and groups ('core': the paper's five, 'all': every task)."""
-    names: list[str] = []
-    for item in _items(value, "tasks"):
-        group = {"core": CORE, "all": list(TASKS)}.get(item.lower())
-        try:
-            names += group if group is not None else [get_task(item).name]
-        except UnknownName as e:
-            raise ConfigError(f"{e}; groups: core, all") from None
-    return list(dict.fromkeys(names))
+    """Comma-separated groups (`python -m tasks` lists them: core, paper, gemm, mha_fwd, …, all), names and
+    aliases, in order, without repeats."""
+    try:
+        return resolve_names(_items(value, "tasks"))
+    except UnknownName as e:
+        raise ConfigError(str(e)) from None
 
 
 def resolve_archs(value: str) -> list[str]:

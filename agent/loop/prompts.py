@@ -121,6 +121,8 @@ def task_prompt(task: Task, arch: Arch, *, trials: int, target_speedup: float, m
         inputs=inputs,
         reference_code=reference_source(task),
         example=render(worked_example(task, arch), sm_count=arch.sm_count).strip(),
+        sm_count=arch.sm_count,
+        gpu=arch.gpu,
         targets=_targets(task, arch),
         baseline=_baseline(task, arch, flops),
         target_speedup=f"{target_speedup:g}×",
@@ -130,9 +132,10 @@ def task_prompt(task: Task, arch: Arch, *, trials: int, target_speedup: float, m
 
 def worked_example(task: Task, arch: Arch) -> str:
     """The worked launch-spec example for the task's family: the arch's own where it has one (a tcgen05 GEMM for
-    sm_100a), else the family's."""
-    own = f"examples/{arch}/{task.family}.md"
-    return own if (PROMPTS_DIR / own).is_file() else f"examples/{task.family}.md"
+    sm_100a), else the family's; an fp8 family shows its bf16 family's (the launch spec is the same kind)."""
+    family = task.family.removeprefix("fp8_")
+    own = f"examples/{arch}/{family}.md"
+    return own if (PROMPTS_DIR / own).is_file() else f"examples/{family}.md"
 
 
 def _tensor_table(task: Task) -> str:

@@ -1,14 +1,17 @@
-"""`python -m tasks.solutions.check_all [--arch sm_90a] [--tasks T ...] [--out FILE.jsonl]`: every reference
-answer through the whole harness with one warm worker, then the table docs/performance.md shows (task × arch → status,
-targets executed, speedup, TFLOP/s). Without a GPU of the arch, the GPU stages are reported skipped."""
+"""`python -m tasks.solutions.check_all [--arch sm_90a] [--tasks GROUP|NAME ...] [--sample] [--out FILE.jsonl]`: the
+reference answers through the whole harness with one warm worker, then the table docs/performance.md shows (task ×
+arch → status, targets executed, speedup, TFLOP/s). `--sample` takes the smallest and the largest workload of every
+definition and every fp8 problem; a task without a reference answer gets a row saying so. Without a GPU of the arch,
+the GPU stages are reported skipped."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from tasks import get_task
-from tasks.schema import Arch
+from tasks.catalog import GROUPS, TASKS, get_task, resolve_names
+from tasks.schema import Arch, UnknownName
 from tasks.solutions import available, reference_answer
 from tools.evaluation import Evaluation
 from tools.gpu.service import GpuService
@@ -24,30 +27,57 @@ def row(ev: Evaluation) -> str:
     return f"| {ev.task} | {ev.arch} | {ev.status} | {executed} | {speedup} | {tflops} | {command} |"
 
 
-def main() -> None:
+def sample() -> list[str]:
+    """The smallest and the largest workload of every definition (one, where it has one), then every fp8 problem."""
+    by_definition: dict[str, list[str]] = {}
+    for name, task in TASKS.items():
+        by_definition.setdefault(task.definition, []).append(name)
+    picked = []
+    for names in by_definition.values():
+        sizes = sorted(names, key=lambda n: TASKS[n].dims[TASKS[n].axis] if TASKS[n].axis else 0)
+        picked += [sizes[0], sizes[-1]] if len(sizes) > 1 else sizes
+    return list(dict.fromkeys([*picked, *GROUPS["fp8"]]))
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--arch", default="sm_90a")
-    parser.add_argument("--tasks", nargs="*", help="default: every task with a reference answer for the arch")
+    parser.add_argument("--tasks", nargs="*", help="groups and names (default: every task with a reference answer)")
+    parser.add_argument("--sample", action="store_true", help="smallest and largest workload per definition, all fp8")
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--out", type=Path, help="append one JSON Evaluation per line")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     arch = Arch.resolve(args.arch)
-    names = args.tasks or [t for t, a in available() if a == arch]
+    try:
+        names = resolve_names(args.tasks) if args.tasks else []
+    except UnknownName as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.sample:
+        names = [n for n in sample() if not args.tasks or n in names]
+    names = names or [t for t, a in available() if a == arch]
     # The instruction counts prove the targets ran; the perf pass explains a time to a model: not needed here.
     options = EvalOptions(seed=0, profile=Profile.OFF if args.no_profile else Profile.COUNTS, timeout_s=args.timeout)
     print("| task | arch | status | target instructions executed (warp-level) | speedup | TFLOP/s | command |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
+    failed = 0
     with GpuService() as gpu:
         for name in names:
-            ev = evaluate_answer(reference_answer(name, arch), get_task(name), arch, options, gpu)
+            answer = reference_answer(name, arch)
+            if answer is None:
+                print(f"| {name} | {arch} | no reference answer | - | - | - | - |", flush=True)
+                continue
+            ev = evaluate_answer(answer, get_task(name), arch, options, gpu)
             print(row(ev), flush=True)
             if args.out:
                 with args.out.open("a") as f:
                     f.write(ev.model_dump_json() + "\n")
             if ev.status != "passed":
+                failed += 1
                 print(f"    {ev.message[:800]}", flush=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

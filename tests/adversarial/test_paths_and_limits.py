@@ -39,7 +39,9 @@ def test_runs_dir_that_cannot_hold_runs(where: str, tmp_path: Path, capsys: pyte
     runs_dir = Path(where) if where.startswith("/") else tmp_path / where.replace("under_a_file", "a_file/runs")
     assert solve(solve_args(runs_dir, tmp_path)) == 2
     assert first_error(capsys).startswith(f"error: runs_dir: cannot create {runs_dir}")
-    assert bench(["tasks=gemm", "archs=sm_90a", "llm=reference", "modes=single", f"runs_dir={runs_dir}"]) == 2
+    assert (
+        bench(["tasks=gemm_n7168_k5120", "archs=sm_90a", "llm=reference", "modes=single", f"runs_dir={runs_dir}"]) == 2
+    )
     assert first_error(capsys).startswith("error: runs_dir: cannot write ")
 
 
@@ -85,7 +87,7 @@ def test_time_limits_can_be_changed_on_resume(runs_dir: Path, tmp_path: Path) ->
 
 def test_an_absurd_bench_is_refused_up_front(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     start = time.perf_counter()
-    args = ["tasks=gemm", "archs=sm_90a", "llm=reference", "samples=100000000", f"runs_dir={tmp_path}"]
+    args = ["tasks=gemm_n7168_k5120", "archs=sm_90a", "llm=reference", "samples=100000000", f"runs_dir={tmp_path}"]
     assert bench(args) == 2
     assert time.perf_counter() - start < 2
     assert "the bench would plan 200,000,000 runs" in first_error(capsys)

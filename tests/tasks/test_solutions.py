@@ -1,11 +1,14 @@
-"""The reference solutions (tasks/solutions/<arch>/<task>.md, generated from our Triton kernels by
-tasks/solutions/dev/generate.py): every core task has one per arch; each compiles, matches its .entry ABI and
-holds the arch's target instructions in SASS (statically: no GPU here); the generator reproduces the
-committed files; and the kernels compute the references' results in Triton's CPU interpreter."""
+"""The reference solutions (tasks/solutions/<arch>/<key>.md, one per definition, the GEMMs sharing one, generated
+from our Triton kernels by tasks/solutions/dev/generate.py): every bf16 task has one per arch; each file compiles
+with the real ptxas, matches its .entry ABI and holds the arch's target instructions in SASS (statically: no GPU
+here); it plans at every workload it serves and cross-checks at the smallest and largest of each definition; the
+generator reproduces the committed files; and the kernels compute the references' results in Triton's CPU
+interpreter."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -14,30 +17,85 @@ from pathlib import Path
 
 import pytest
 
-from tasks.catalog import CORE, get_task
+from tasks.catalog import CORE, GROUPS, TASKS, get_task
 from tasks.schema import Arch
-from tasks.solutions import available, reference_answer
+from tasks.solutions import answer_key, answered_by, available, reference_answer
+from tasks.solutions.check_all import main as check_all
+from tasks.solutions.check_all import sample
 from tools import ptx as ptx_text
 from tools.answer import extract_solution
+from tools.crosscheck import cross_check
 from tools.evaluation import Evaluation, Stage, Status
 from tools.pipeline import evaluate_answer
 from tools.plan import plan_launches
 
 ROOT = Path(__file__).parents[2]
 ANSWERS = available()
-EXPECTED_TARGETS = {"sm_90a": {"wgmma", "tma"}, "sm_100a": {"tcgen05", "tmem", "tma"}}
+# One task per answer file, the core one where the file serves it: each file is compiled once.
+FILES = sorted({(answer_key(get_task(t)), a) for t, a in ANSWERS})
+SERVING = {key: next((t for t in answered_by(key) if t in CORE), answered_by(key)[0]) for key, _ in FILES}
+FILE_TASKS = [(SERVING[key], arch) for key, arch in FILES]
+SAMPLED = [(t, a) for t, a in ANSWERS if t in sample()]
+EXPECTED_TARGETS = {"sm_90a": {"wgmma", "tma"}, "sm_100a": {"tcgen05", "tmem", "tma"}}  # fp8's: QGMMA, UTCQMMA
 
 
 def _ids(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"{task}-{arch}" for task, arch in pairs]
 
 
-def test_every_core_task_has_an_answer_per_arch():
-    missing = [(t, a) for t in CORE for a in ("sm_90a", "sm_100a") if (t, a) not in ANSWERS]
+def test_every_bf16_task_and_the_fp8_gemm_have_an_answer_per_arch():
+    answered = [t for t, task in TASKS.items() if task.family != "fp8_attention_fwd"]
+    assert len(answered) == 82 + 38 + 4 + 1
+    missing = [(t, a) for t in answered for a in ("sm_90a", "sm_100a") if (t, a) not in ANSWERS]
     assert not missing
+    assert len(FILES) == 2 * 20  # 1 GEMM, 14 MHA, 4 GQA and the fp8 GEMM's definitions, per arch
+    assert not [t for t, _ in ANSWERS if TASKS[t].family == "fp8_attention_fwd"]  # none yet
 
 
 @pytest.mark.parametrize(("task", "arch"), ANSWERS, ids=_ids(ANSWERS))
+def test_an_answer_plans_at_every_workload_it_serves(task, arch):
+    solution = _solution(answer_key(get_task(task)), arch)
+    plan = plan_launches(solution.launch, get_task(task), Arch(arch))
+    # Every tensor map views its whole buffer at this workload's dims (the shape is filled in, not baked in).
+    numel = {b.name: math.prod(b.shape) for b in plan.buffers}
+    maps = [a.tensor_map for launch in plan.launches for a in launch.args if a.tensor_map]
+    assert maps and all(math.prod(m.global_dims) == numel[m.tensor] for m in maps)
+
+
+@pytest.mark.parametrize(("task", "arch"), SAMPLED, ids=_ids(SAMPLED))
+def test_an_answer_cross_checks_at_the_extreme_workloads(task, arch):
+    solution = _solution(answer_key(get_task(task)), arch)
+    t = get_task(task)
+    checks = cross_check(solution.source, plan_launches(solution.launch, t, Arch(arch)), t, Arch(arch), "ptx")
+    assert not [c.message for c in checks if c.verdict == "mismatch"]
+    assert any(c.verdict == "consistent" for c in checks)
+
+
+_PARSED: dict = {}
+
+
+def _solution(key: str, arch: str):
+    if (key, arch) not in _PARSED:
+        _PARSED[key, arch] = extract_solution(reference_answer(SERVING[key], arch))
+    return _PARSED[key, arch]
+
+
+def test_check_all_samples_every_definition_at_its_extremes_and_every_fp8_problem(capsys):
+    picked = sample()
+    assert {TASKS[t].definition for t in picked} == {t.definition for t in TASKS.values()}
+    assert {"gemm_n2048_k4096_m93", "gemm_n2048_k4096_m8828", "mha_bwd_d96_s512", "mha_bwd_d96_s16384",
+            "mha_with_lse_d96_s4096", "gqa_bwd_d128", *GROUPS["fp8"]} <= set(picked)  # fmt: skip
+    assert "gemm_n2048_k4096_m289" not in picked and len(picked) == 73
+    # Here (no GPU): the GEMMs' answers compile and are checked statically; fp8 attention has no answer yet.
+    assert check_all(["--sample", "--tasks", "fp8", "gemm_n128_k2048_m93", "--no-profile"]) == 1
+    rows = [line for line in capsys.readouterr().out.splitlines()[2:] if line.startswith("|")]
+    assert [r.split(" | ")[2] for r in rows[:2]] == ["unverified", "unverified"]
+    assert rows[0].startswith("| gemm_n128_k2048_m93 | sm_90a |")
+    assert rows[1].startswith("| fp8_gemm_nt_1d2d_n4096_k7168 | sm_90a |")
+    assert rows[2:] == [f"| {t} | sm_90a | no reference answer | - | - | - | - |" for t in GROUPS["fp8"][1:]]
+
+
+@pytest.mark.parametrize(("task", "arch"), FILE_TASKS, ids=_ids(FILE_TASKS))
 def test_answer_parses_plans_and_records_its_origin(task, arch):
     text = reference_answer(task, arch)
     solution = extract_solution(text)
@@ -53,17 +111,20 @@ def test_answer_parses_plans_and_records_its_origin(task, arch):
 def evaluations() -> dict[tuple[str, str], Evaluation]:
     with ThreadPoolExecutor(4) as pool:  # the work is in ptxas and nvdisasm subprocesses
         futures = {
-            (t, a): pool.submit(evaluate_answer, reference_answer(t, a), get_task(t), Arch(a)) for t, a in ANSWERS
+            (t, a): pool.submit(evaluate_answer, reference_answer(t, a), get_task(t), Arch(a)) for t, a in FILE_TASKS
         }
     return {key: future.result() for key, future in futures.items()}
 
 
-@pytest.mark.parametrize(("task", "arch"), ANSWERS, ids=_ids(ANSWERS))
+@pytest.mark.parametrize(("task", "arch"), FILE_TASKS, ids=_ids(FILE_TASKS))
 def test_answer_compiles_with_its_targets_in_sass(evaluations, task, arch):
     ev = evaluations[(task, arch)]
     assert ev.status is Status.UNVERIFIED, ev.message
     targets = ev.stage(Stage.SASS).detail["targets"]
     assert {g for g, t in targets.items() if t["sass"]} >= EXPECTED_TARGETS[arch]
+    if TASKS[task].family.startswith("fp8_"):  # the MMAs take fp8 operands: QGMMA, UTCQMMA (kind::f8f6f4)
+        mma = targets["wgmma" if arch == "sm_90a" else "tcgen05"]["sass_matches"]
+        assert mma and all(op.startswith("QGMMA" if arch == "sm_90a" else "UTCQMMA") for op in mma)
 
 
 # --------------------------------------------------------------- the generator (needs Triton 3.6.0)

@@ -69,10 +69,10 @@ def test_unknown_tensor():
 
 def test_unknown_dim():
     assert problems(spec(grid=["cdiv(Q,128)", 1, 1])) == [
-        "launches[0].grid[0]: unknown dim 'Q'; this task's dims: K, M, N"
+        "launches[0].grid[0]: unknown dim 'Q'; this task's dims: K, M, N, SMS"
     ]
     assert problems(spec(args=[{"scalar": "S", "type": "u32"}])) == [
-        "launches[0].args[0].scalar: unknown dim 'S'; this task's dims: K, M, N"
+        "launches[0].args[0].scalar: unknown dim 'S'; this task's dims: K, M, N, SMS"
     ]
 
 
@@ -173,3 +173,25 @@ def test_scratch_buffers():
         "scratch[0] ('s'): 1120.0 GiB brings the scratch to 1120.0 GiB, over the 16 GiB cap on all scratch buffers "
         "together"
     ]
+
+
+# ------------------------------------------------------------------------------------------------ SMS
+
+
+def test_sms_is_the_arch_nominal_multiprocessor_count_in_the_static_stages():
+    persistent = spec(grid=["min(SMS, cdiv(M,128)*cdiv(N,256))", 1, 1],
+                      args=[{"tensor": "C"}, {"scalar": "SMS", "type": "u32"}])  # fmt: skip
+    hopper, blackwell = plan_launches(persistent, GEMM, Arch.SM_90A), plan_launches(persistent, GEMM, Arch.SM_100A)
+    assert (hopper.launches[0].grid[0], hopper.launches[0].args[1].value) == (132, 132)
+    assert (blackwell.launches[0].grid[0], blackwell.launches[0].args[1].value) == (148, 148)
+    small = plan_launches(persistent, get_task("gemm_n128_k2048_m93"), Arch.SM_90A)
+    assert small.launches[0].grid[0] == 1  # fewer tiles than SMs
+    other = plan_launches(persistent, GEMM, Arch.SM_90A, sm_count=114)  # a GPU's own count (an H100 PCIe)
+    assert other.launches[0].grid[0] == 114 and other.launches[0].args[1].value == 114
+
+
+def test_sms_is_a_name_only_in_launch_expressions():
+    assert problems(spec(grid=["SMS*SMS*SMS*SMS*SMS", 1, 1]), task=GEMM) == [
+        "launches[0].grid[0]: evaluates to 40074642432; it must be in 1..2147483647"
+    ]
+    assert "unknown dim 'SM'; this task's dims: K, M, N, SMS" in problems(spec(grid=["SM", 1, 1]))[0]

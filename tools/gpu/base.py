@@ -15,6 +15,7 @@ from tools.gpu.devices import DeviceInfo
 from tools.gpu.metrics import GpuMetrics
 from tools.options import EvalOptions
 from tools.plan import LaunchPlan
+from tools.solution import LaunchSpec
 
 
 class CompiledModule(BaseModel):
@@ -25,7 +26,11 @@ class CompiledModule(BaseModel):
     language: str = Field(description="'ptx' or 'cuda': what the answer was written in.")
     ptx: str = Field(description="The PTX ptxas assembled (NVRTC's output for CUDA), for diagnostics.", repr=False)
     cubin: bytes = Field(repr=False)
-    plan: LaunchPlan
+    plan: LaunchPlan = Field(description="The launches at the task's dims and the arch's nominal SMS.")
+    launch: LaunchSpec | None = Field(
+        None, description="The spec the plan came from, so that a GPU with another multiprocessor count can re-plan "
+        "SMS (None in modules recorded before SMS existed).",
+    )  # fmt: skip
     kernels: list[KernelResources] = Field(default_factory=list)
     cuda_source: str | None = Field(
         None, description="A CUDA answer's own source, to quote the lines a diagnosis names.", repr=False

@@ -12,6 +12,8 @@ POISON_BITS = {
     torch.bfloat16: (torch.int16, 0x7FA5),
     torch.float16: (torch.int16, 0x7E5A),
     torch.float32: (torch.int32, 0x7FA5A5A5),
+    # e4m3 has one NaN per sign and no payload: an fp8 NaN written by the kernel reads as unwritten (both fail).
+    torch.float8_e4m3fn: (torch.uint8, 0x7F),
 }
 
 

@@ -43,6 +43,7 @@ from tools.gpu.protocol import (
     line,
 )
 from tools.options import EvalOptions
+from tools.plan import SpecError, plan_launches
 
 TIMEOUT_HINT = (
     "a hang: check mbarrier waits (phase parity, and that arrive.expect_tx counts exactly the bytes the TMA "
@@ -186,8 +187,23 @@ class GpuService:
         outcome.device = info.name if info else None
         return outcome
 
+    def _replanned(self, task: Task, arch: Arch, module: CompiledModule) -> CompiledModule:
+        """The module with its plan re-planned at this GPU's own multiprocessor count where it differs from the
+        arch's nominal one (SMS in the launch spec's expressions), so that the worker, Nsight Compute, cuda-gdb and
+        compute-sanitizer all launch the same grids; SpecError when the spec does not fit it."""
+        info = self.device_info()
+        if module.launch is None or info is None or info.sm_count == arch.sm_count:
+            return module
+        return module.model_copy(update={"plan": plan_launches(module.launch, task, arch, sm_count=info.sm_count)})
+
     def _evaluate(self, task: Task, arch: Arch, module: CompiledModule, options: EvalOptions) -> GpuOutcome:
         seed = options.seed if options.seed is not None else int.from_bytes(os.urandom(4), "little") % 10**6
+        try:
+            module = self._replanned(task, arch, module)
+        except SpecError as e:
+            message = f"at this GPU's {self.device_info().sm_count} multiprocessors (SMS), {e}"
+            failed = StageResult(name=Stage.RUN, state=StageState.FAILED, message=message)
+            return GpuOutcome(status=Status.LAUNCH_ERROR, message=message, stages=[failed])
         request = WorkerRequest(task=task.name, plan=module.plan, cubin=module.cubin,
                                 options=options.model_copy(update={"seed": seed}))  # fmt: skip
         limits = stage_limits(task, options)

@@ -24,7 +24,7 @@ from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
 from tools.evaluation import Stage, StageResult, StageState, Status
-from tools.gpu import driver, stages, timing
+from tools.gpu import driver, memory, stages, timing
 from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
 from tools.gpu.devices import device_info
 from tools.gpu.gpu_state import GpuSampler
@@ -128,6 +128,11 @@ class _Attempt:
 
     def _run(self) -> tuple[str, dict]:
         dev = self.worker.device
+        free, _ = torch.cuda.mem_get_info(dev)
+        free += torch.cuda.memory_reserved(dev) - torch.cuda.memory_allocated(dev)  # cached by torch, reusable
+        refused = memory.refusal(memory.footprint(self.task, self.plan), free)
+        if refused:
+            raise AttemptFailed(Status.LAUNCH_ERROR, Stage.RUN, refused)
         self.buffers = {  # out of memory here is a launch_error (_stage)
             b.name: torch.empty(b.shape, dtype=TORCH_DTYPES[b.dtype], device=dev) for b in self.plan.buffers
         }

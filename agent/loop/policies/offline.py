@@ -19,8 +19,9 @@ from agent.cli import ConfigError
 from agent.loop.policies.base import Reply
 from agent.loop.records import Message
 from agent.loop.store import RunFolder
+from tasks.catalog import get_task
 from tasks.schema import Arch, Task
-from tasks.solutions import answer_path, available, reference_answer
+from tasks.solutions import answer_key, answer_path, available, reference_answer
 from tools.answer import format_validation_error
 from tools.jsontext import JsonRefused, loads
 
@@ -33,8 +34,9 @@ class ReferencePolicy:
     def __init__(self, task: Task, arch: Arch):
         self.text = reference_answer(task.name, arch)
         if self.text is None:
-            pairs = ", ".join(f"{t} on {a}" for t, a in available()) or "none yet"
-            raise ConfigError(f"no reference solution for {task.name} on {arch}; tasks that have one: {pairs}")
+            keys = sorted({answer_key(get_task(t)) for t, a in available() if a == arch})
+            have = ", ".join(keys) or "none yet"
+            raise ConfigError(f"no reference solution for {task.name} on {arch}; definitions that have one: {have}")
         self.path = answer_path(task.name, arch)
 
     def describe(self) -> str:

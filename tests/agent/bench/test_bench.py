@@ -31,7 +31,7 @@ from agent.bench.run import UNVERIFIED_NOTE, Configured, check_runs, configure, 
 from agent.cli import ConfigError
 from agent.loop.config import SolveConfig
 from agent.loop.store import RunFolder
-from tasks.catalog import CORE, TASKS
+from tasks.catalog import CORE, GROUPS, TASKS
 from tasks.schema import Arch
 from tests.agent.helpers import fixture_text, write_script
 from tools.options import Profile
@@ -45,11 +45,14 @@ GEMM = "gemm_n7168_k5120"
 
 def test_tasks_and_archs_resolve_names_aliases_and_groups() -> None:
     assert resolve_tasks("core") == CORE
-    assert resolve_tasks("gemm, attn_fwd,core") == CORE  # aliases resolved, duplicates dropped, order kept
+    assert resolve_tasks("gemm_n7168_k5120_m8192, attn_fwd,core") == CORE  # aliases resolved, duplicates dropped
     assert resolve_tasks("all") == list(TASKS)
+    # A group wins over the core GEMM's alias of the same name; names of several groups, in order.
+    assert resolve_tasks("gemm") == GROUPS["gemm"] and len(GROUPS["gemm"]) == 82
+    assert resolve_tasks("fp8,mha_bwd_d96_s16384") == [*GROUPS["fp8"], "mha_bwd_d96_s16384"]
     assert resolve_archs("h100,sm_90a,b200") == ["sm_90a", "sm_100a"]
     assert resolve_archs("all") == ["sm_90a", "sm_100a"]
-    with pytest.raises(ConfigError, match=r"unknown task 'gemmm'.*groups: core, all"):
+    with pytest.raises(ConfigError, match=r"^unknown task or group 'gemmm'; closest: gemm$"):
         resolve_tasks("gemmm")
     with pytest.raises(ConfigError, match="unknown arch 'sm_80'"):
         resolve_archs("sm_80")
@@ -87,16 +90,22 @@ def test_a_benchs_single_shot_samples_count_only_unless_asked() -> None:
     ("args", "message"),
     [
         (["archs=h100"], "tasks= required"),
-        (["tasks=gemm", "archs=h100", "task=gemm"], "task cannot be set for a bench: use tasks="),
-        (["tasks=gemm", "archs=h100", "eval.device=1"], "eval.device cannot be set for a bench"),
-        (["tasks=gemm", "archs=h100", "max_turns=1"], "mode multi needs max_turns ≥ 2"),
-        (["tasks=gemm", "archs=h100", "modes=double"], "unknown mode double"),
-        (["tasks=gemm", "archs=h100", "samples=0"], "samples must be a whole number ≥ 1 (got '0')"),
-        (["tasks=gemm", "archs=h100", "concurrency=many"], "concurrency must be a whole number"),
-        (["tasks=gemm", "archs=h100", "llm=openai"], "llm=openai needs a model: name it on the command line"),
-        (["tasks=gemm", "archs=h100", "max_turn=3"], "unknown setting max_turn; did you mean max_turns?"),
-        (["tasks=gemmm", "archs=h100"], "unknown task 'gemmm'"),
-        (["tasks=gemm", "archs=h100", "bench_id=../up"], "invalid bench_id '../up' is a path, not a folder name"),
+        (["tasks=gemm_n7168_k5120", "archs=h100", "task=gemm"], "task cannot be set for a bench: use tasks="),
+        (["tasks=gemm_n7168_k5120", "archs=h100", "eval.device=1"], "eval.device cannot be set for a bench"),
+        (["tasks=gemm_n7168_k5120", "archs=h100", "max_turns=1"], "mode multi needs max_turns ≥ 2"),
+        (["tasks=gemm_n7168_k5120", "archs=h100", "modes=double"], "unknown mode double"),
+        (["tasks=gemm_n7168_k5120", "archs=h100", "samples=0"], "samples must be a whole number ≥ 1 (got '0')"),
+        (["tasks=gemm_n7168_k5120", "archs=h100", "concurrency=many"], "concurrency must be a whole number"),
+        (
+            ["tasks=gemm_n7168_k5120", "archs=h100", "llm=openai"],
+            "llm=openai needs a model: name it on the command line",
+        ),
+        (["tasks=gemm_n7168_k5120", "archs=h100", "max_turn=3"], "unknown setting max_turn; did you mean max_turns?"),
+        (["tasks=gemmm", "archs=h100"], "unknown task or group 'gemmm'; closest: gemm\n"),
+        (
+            ["tasks=gemm_n7168_k5120", "archs=h100", "bench_id=../up"],
+            "invalid bench_id '../up' is a path, not a folder name",
+        ),
         (["resume=nosuch"], "is not a bench folder (no bench.json)"),
         (["resume=b", "samples=3"], "a resumed bench cannot change samples"),
     ],
@@ -113,7 +122,7 @@ def test_a_missing_reference_solution_fails_before_any_run(
     import tasks.solutions
 
     monkeypatch.setattr(tasks.solutions, "ROOT", tmp_path)
-    assert main(["tasks=gemm", "archs=h100", "llm=reference", f"runs_dir={runs_dir}"]) == 2
+    assert main(["tasks=gemm_n7168_k5120", "archs=h100", "llm=reference", f"runs_dir={runs_dir}"]) == 2
     assert f"no reference solution for {GEMM} on sm_90a" in capsys.readouterr().err
     assert not runs_dir.exists()
 
@@ -193,7 +202,7 @@ def statuses(bench_dir: Path) -> dict[str, list[str]]:
 
 def test_bench_in_process_then_rerun(tmp_path: Path, runs_dir: Path, capsys: pytest.CaptureFixture) -> None:
     script = write_script(tmp_path / "script.json", [fixture_text("fill_typo.md"), fixture_text("fill_ok.md")])
-    args = ["tasks=gemm", "archs=h100", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
+    args = ["tasks=gemm_n7168_k5120", "archs=h100", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
             "concurrency=3", "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=b"]  # fmt: skip
     bench_dir = runs_dir / "b"
     stale = bench_dir / f"{GEMM}-sm_90a-multi-s01"  # killed before its first checkpoint: started over
@@ -235,8 +244,8 @@ def test_the_bench_hands_its_runs_typed_settings_and_never_reads_text_again(
     hands it to agent.loop.run.prepare, never formatting settings as key=value text for a second parse."""
     assert inspect.signature(agent.loop.run.prepare).parameters["settings"].annotation == "SolveConfig"
     script = write_script(tmp_path / "script.json", [fixture_text("fill_ok.md")])
-    argv = ["tasks=gemm", "archs=h100", "llm=scripted", f"llm.path={script}", "max_turns=2", "eval.gpu=false",
-            f"runs_dir={runs_dir}", "bench_id=typed"]  # fmt: skip
+    argv = ["tasks=gemm_n7168_k5120", "archs=h100", "llm=scripted", f"llm.path={script}", "max_turns=2",
+            "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=typed"]  # fmt: skip
     ready = configure(cli.parse_pairs(argv))
 
     def refused(*args: object, **kwargs: object) -> None:
@@ -333,8 +342,9 @@ def test_bench_killed_then_continued(tmp_path: Path, runs_dir: Path) -> None:
     script = write_script(
         tmp_path / "script.json", [fixture_text("fill_typo.md"), {"text": fixture_text("fill_ok.md"), "delay_s": 1.5}]
     )
-    proc = cli_process("tasks=gemm", "archs=sm_90a", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
-               "concurrency=1", "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=killed")  # fmt: skip
+    proc = cli_process("tasks=gemm_n7168_k5120", "archs=sm_90a", "llm=scripted", f"llm.path={script}", "samples=2",
+                       "max_turns=2", "concurrency=1", "eval.gpu=false", f"runs_dir={runs_dir}",
+                       "bench_id=killed")  # fmt: skip
     bench_dir = runs_dir / "killed"
     events = bench_dir / f"{GEMM}-sm_90a-multi-s00" / "events.log"
     deadline = time.monotonic() + 60

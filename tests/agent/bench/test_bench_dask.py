@@ -21,8 +21,8 @@ GEMM = "gemm_n7168_k5120"
 def test_a_bench_over_two_archs_sends_each_run_to_its_arch(
     dask_gpus: Cluster, runs_dir: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    args = ["tasks=gemm", "archs=sm_90a,sm_100a", "llm=reference", "modes=single", f"eval.pool={dask_gpus.address}",
-            f"runs_dir={runs_dir}", "bench_id=b-dask"]  # fmt: skip
+    args = ["tasks=gemm_n7168_k5120", "archs=sm_90a,sm_100a", "llm=reference", "modes=single",
+            f"eval.pool={dask_gpus.address}", f"runs_dir={runs_dir}", "bench_id=b-dask"]  # fmt: skip
     assert main(args) == 0
     err = capsys.readouterr().err
     assert f"4 at a time; Dask pool at {dask_gpus.address}: 2 worker(s) on 1 host(s), sm_100a ×1, sm_90a ×1" in err
@@ -38,7 +38,7 @@ def test_a_bench_whose_scheduler_is_out_of_reach_starts_nothing(
     runs_dir: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(dask_pool, "CONNECT_S", 0.5)
-    args = ["tasks=gemm", "archs=sm_90a", "llm=reference", "modes=single", "eval.pool=dask://127.0.0.1:9",
+    args = ["tasks=gemm_n7168_k5120", "archs=sm_90a", "llm=reference", "modes=single", "eval.pool=dask://127.0.0.1:9",
             f"runs_dir={runs_dir}", "bench_id=b-nowhere"]  # fmt: skip
     assert main(args) == 2
     assert "error: cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err

@@ -67,9 +67,9 @@ def test_a_task_without_a_reference_solution_is_a_configuration_error(
     import tasks.solutions
 
     monkeypatch.setattr(tasks.solutions, "ROOT", tmp_path)  # a checkout whose solutions are all missing
-    assert main(["task=mha_with_lse_d96", "arch=sm_90a", "llm=reference", f"runs_dir={runs_dir}"]) == 2
+    assert main(["task=mha_with_lse_d96_s4096", "arch=sm_90a", "llm=reference", f"runs_dir={runs_dir}"]) == 2
     err = capsys.readouterr().err
-    assert "no reference solution for mha_with_lse_d96 on sm_90a" in err and "none yet" in err
+    assert "no reference solution for mha_with_lse_d96_s4096 on sm_90a" in err and "none yet" in err
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
 
 

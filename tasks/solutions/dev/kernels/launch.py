@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from tasks.expr import evaluate
 
-TRITON_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+TRITON_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8e4nv"}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""The new catalog's baselines and references on a real Hopper GPU: the fp8 baselines (torch._scaled_mm's
+block-scaled GEMM, cuDNN's fp8 SDPA through cudnn-frontend) run on the tasks' own inputs and land within the tasks'
+tolerance of the fp32 references; the largest workloads' inputs and references fit. Skipped without an sm_90 GPU;
+the fp8 attention test needs the `fp8` extra (nvidia-cudnn-frontend)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tasks import get_task
+from tasks.baselines import prepare_baseline
+from tasks.inputs import draw_inputs
+from tasks.references import run_reference
+from tools.gpu.check import compare
+
+pytestmark = pytest.mark.hopper
+
+
+def _baseline_against_reference(name: str) -> dict[str, float]:
+    task = get_task(name)
+    inputs = draw_inputs(task, task.dims, seed=0, device="cuda")
+    outputs = prepare_baseline(task.baseline.call, inputs, task.params)()
+    torch.cuda.synchronize()
+    reference = run_reference(task.reference, inputs, task.params)
+    checks = [compare(o.name, outputs[o.name].contiguous(), reference[o.name], task.tolerance) for o in task.outputs]
+    shapes = {t.name: t.shape for t in task.tensors}
+    assert all(c.passed for c in checks), [c.summary(shapes[c.name]) for c in checks]
+    return {c.name: c.rel_l2 for c in checks}
+
+
+def test_the_fp8_gemm_baseline_is_within_tolerance():
+    errors = _baseline_against_reference("fp8_gemm_nt_1d2d_n4096_k7168")
+    assert errors["D"] < 5e-3  # 1.7e-3 seen with the probe's inputs
+
+
+@pytest.mark.parametrize("name", ["fp8_mha_with_lse_d64", "fp8_mha_with_lse_d256_causal"])
+def test_the_fp8_attention_baseline_is_within_tolerance(name):
+    pytest.importorskip("cudnn", reason="pip install 'ptxbench[fp8]'")
+    errors = _baseline_against_reference(name)
+    assert errors["LSE"] < 1e-3
+    print(name, errors)  # the baseline's own rel. L2 errors: what the tolerance must stay above
+
+
+@pytest.mark.parametrize("name", ["mha_bwd_d96_s16384", "mha_bwd_d96_causal_s16384", "gemm_n34816_k5120_m8192"])
+def test_the_largest_workloads_draw_and_reference_on_the_gpu(name):
+    task = get_task(name)
+    inputs = draw_inputs(task, task.dims, seed=0, device="cuda")
+    reference = run_reference(task.reference, inputs, task.params)
+    assert all(torch.isfinite(reference[o.name]).all() for o in task.outputs)
+    assert torch.cuda.max_memory_allocated() < 64 << 30  # the fp32 reference stays chunked
