@@ -27,7 +27,8 @@ from tools.gpu.base import CompiledModule
 from tools.lineinfo import LineTable, answer_sources, line_table, quote, where
 
 LOCATE_S = 20.0  # the most a time-out's verdict waits for its location
-CUDA_GDB_S = 12.0  # of which cuda-gdb may take (attach and listing: 0.9 s measured on our H200)
+CUDA_GDB_S = 18.0  # of which cuda-gdb may take: attached to the worker (torch loaded) it took 9.8 s on our H200
+# (2026-12-03; 0.9 s to a bare process), and over 12 s once
 WARP = 32
 GROUPS_SHOWN = 6
 PIECES_SHOWN = 4

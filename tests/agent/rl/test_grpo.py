@@ -12,7 +12,7 @@ import pytest
 from agent.rl.rewards import trl_reward
 from agent.rl.scoring import Attempt, LocalScorer, ServiceScorer
 from tests.agent.rl.verdicts import ANSWERS, TASK, VerdictGpu
-from tests.tools.serve.test_process import Service
+from tests.tools.serve.process import Service
 
 trl = pytest.importorskip("trl")
 datasets = pytest.importorskip("datasets")

@@ -21,7 +21,7 @@ from mcp import Client, StdioServerParameters  # noqa: E402
 from tasks.catalog import TASKS, get_task  # noqa: E402
 from tasks.schema import Arch  # noqa: E402
 from tasks.solutions import reference_answer  # noqa: E402
-from tests.tools.serve.test_process import free_port  # noqa: E402
+from tests.tools.serve.process import free_port  # noqa: E402
 from tools.mcp.server import MAX_REPLY_CHARS, build_server, cut  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
