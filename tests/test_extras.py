@@ -41,7 +41,7 @@ def one_line(extra: str, command: str, module: str) -> str:
         ("dask,distributed", ["tools.gpu.dask_scheduler"], "dask", "dask"),
         ("distributed", ["tools.gpu.dask_worker", "tcp://127.0.0.1:8786"], "dask", "distributed"),
         ("langgraph", ["agent.solve", "task=gemm", "arch=sm_90a", "llm=reference"], "agent", "langgraph"),
-        ("langgraph", ["agent.bench", "tasks=gemm", "archs=sm_90a", "runs_dir=o"], "agent", "langgraph"),
+        ("langgraph", ["agent.bench", "tasks=gemm_n7168_k5120", "archs=sm_90a", "runs_dir=o"], "agent", "langgraph"),
         ("jinja2", ["agent.inspect", str(BENCH)], "agent", "jinja2"),
         ("tiktoken", ["agent.export_sft", str(BENCH), "format=fixit", "out=o"], "agent", "tiktoken"),
         ("transformers", ["agent.train_sft", str(FIXIT), "model=m", "out=o"], "train", "transformers"),

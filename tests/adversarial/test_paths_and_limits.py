@@ -152,7 +152,9 @@ def test_a_path_that_is_not_a_source_file_is_said_to_be_what_it_is(
 
 
 def test_an_id_that_is_a_path_is_said_to_be_one(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    assert bench(["tasks=gemm", "archs=sm_90a", "llm=reference", "bench_id=../x", f"runs_dir={tmp_path}"]) == 2
+    assert (
+        bench(["tasks=gemm_n7168_k5120", "archs=sm_90a", "llm=reference", "bench_id=../x", f"runs_dir={tmp_path}"]) == 2
+    )
     assert "invalid bench_id '../x' is a path, not a folder name" in first_error(capsys)
     assert bench(["resume=../x", f"runs_dir={tmp_path}"]) == 2
     assert "invalid bench id in resume= '../x' is a path" in first_error(capsys)

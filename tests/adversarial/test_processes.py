@@ -136,8 +136,8 @@ def test_a_bench_does_not_delete_a_run_another_process_is_starting(tmp_path: Pat
         assert holder.stdout.readline() == "holding\n"
         assert not (live / "checkpoints.sqlite").exists() and (live / "config.json").is_file()
         inode = live.stat().st_ino
-        bench = subprocess.run([sys.executable, "-m", "agent.bench", "tasks=gemm", "archs=sm_90a", "modes=single",
-                                "samples=1", "llm=scripted", f"llm.path={script}", "eval.gpu=false",
+        bench = subprocess.run([sys.executable, "-m", "agent.bench", "tasks=gemm_n7168_k5120", "archs=sm_90a",
+                                "modes=single", "samples=1", "llm=scripted", f"llm.path={script}", "eval.gpu=false",
                                 f"runs_dir={runs_dir}", "bench_id=b"],
                                cwd=REPO, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
         assert holder.poll() is None

@@ -301,7 +301,7 @@ def read_all(fd: int) -> str:
 @pytest.mark.parametrize("terminal", [True, False])
 def test_the_bench_draws_a_bar_on_a_terminal_and_lines_elsewhere(tmp_path: Path, runs_dir: Path, terminal: bool):
     script = write_script(tmp_path / "script.json", [fixture_text("fill_typo.md"), fixture_text("fill_ok.md")])
-    args = ["tasks=gemm", "archs=h100", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
+    args = ["tasks=gemm_n7168_k5120", "archs=h100", "llm=scripted", f"llm.path={script}", "samples=2", "max_turns=2",
             "concurrency=2", "eval.gpu=false", f"runs_dir={runs_dir}", "bench_id=p"]  # fmt: skip
     main_end, side = on_a_terminal() if terminal else (None, subprocess.PIPE)
     proc = subprocess.Popen([sys.executable, "-m", "agent.bench", *args], cwd=REPO, stdout=subprocess.PIPE,
