@@ -77,7 +77,7 @@ def test_over_stdio_as_a_client_starts_it() -> None:
 
 
 def test_over_http_with_a_token_a_request_without_it_is_refused(tmp_path: Path) -> None:
-    token = "mcp-" + "t" * 28
+    token = "mcp-7f3a9c2e51b84d06a1e9"  # long, printable, many different characters: the token rule
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO), "PTXBENCH_SERVE_TOKEN": token}
     proc = subprocess.Popen([sys.executable, "-m", "tools.mcp", "--transport", "http", "--port", str(port),
