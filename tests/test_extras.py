@@ -38,6 +38,7 @@ def one_line(extra: str, command: str, module: str) -> str:
     ("blocked", "argv", "extra", "missing"),
     [
         ("uvicorn,fastapi", ["tools.serve"], "serve", "uvicorn"),
+        ("mcp", ["tools.mcp", "--no-gpu"], "mcp", "mcp"),
         ("dask,distributed", ["tools.gpu.dask_scheduler"], "dask", "dask"),
         ("distributed", ["tools.gpu.dask_worker", "tcp://127.0.0.1:8786"], "dask", "distributed"),
         ("langgraph", ["agent.solve", "task=gemm", "arch=sm_90a", "llm=reference"], "agent", "langgraph"),

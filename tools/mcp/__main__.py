@@ -12,6 +12,7 @@ import hmac
 import os
 import sys
 
+from tools.extras import needs
 from tools.pool import open_pool
 from tools.pool.base import LOCAL
 from tools.serve.__main__ import TOKEN_ENV, token_problem
@@ -29,12 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem := _problem(args, token):
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    try:
-        import mcp  # noqa: F401  (the `mcp` extra)
-    except ImportError:
-        print("error: the MCP server needs the mcp extra: pip install 'ptxbench[mcp]'", file=sys.stderr)
-        return 2
-    from tools.mcp.server import build_server
+    with needs("mcp", "python -m tools.mcp"):  # the SDK is the `mcp` extra; the harness runs without it
+        from tools.mcp.server import build_server
 
     try:
         pool = open_pool(args.pool, use_gpu=not args.no_gpu)
