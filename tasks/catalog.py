@@ -218,7 +218,9 @@ FP8_TARGETS = {
 }  # fmt: skip
 FP8_BLOCK = 128  # the GEMM's scale granularity along K (A: 1×128 per token, B: 128×128)
 # Our rule (rel. L2 against the fp32 reference) with a tolerance above fp8's own rounding: e4m3 keeps 3 mantissa
-# bits, so an fp8 O rounded to nearest is off by ~3.6% rms; cuDNN's fp8 SDPA reads 3.5e-2 (H200).
+# bits, so the fp32 reference O itself rounded to e4m3 is off by 2.6–2.8e-2 on the tasks' inputs (S 4096); cuDNN's
+# fp8 SDPA reads 2.65e-2 (d64) and 2.77e-2 (d256 causal) on the H200, our reference answers 2.9–3.1e-2 in the
+# interpreter (S 256: P is rounded to e4m3 too).
 FP8_ATTENTION_TOLERANCE = 5e-2
 _FP8_SEEN = {(128, False): 1.63, (128, True): 1.05, (256, False): 2.90, (256, True): 1.91}  # H200, cuDNN fp8, ms
 
@@ -263,10 +265,11 @@ def _fp8_gemm(n: int, k: int, m: int) -> Task:
 
 
 def _fp8_attention(d: int, s: int, causal: bool) -> Task:
-    """The paper's fp8 attention forward (cuDNN's sdpa_fp8 with descale_s, scale_s and scale_o pinned to 1, so O is
-    a plain cast). Judged by our rule, rel. L2 against the fp32 reference on the dequantized inputs, with the
-    tolerance raised to FP8_ATTENTION_TOLERANCE: an O stored in e4m3 cannot get under ~3.5e-2 (its own rounding),
-    so 1e-2 would fail every correct kernel, cuDNN's included. The paper's element rule (|Δ| ≤ 1e-2 absolute or
+    """The paper's fp8 attention forward (cuDNN's sdpa_fp8 with scale_o pinned to 1, so O is a plain cast; its
+    scale_s = 448 and descale_s = 1/448 only put P into e4m3's range inside the kernel). Judged by our rule, rel. L2
+    against the fp32 reference on the dequantized inputs, with the tolerance raised to FP8_ATTENTION_TOLERANCE: an O
+    stored in e4m3 cannot get under ~2.7e-2 (its own rounding), so 1e-2 would fail every correct kernel, cuDNN's
+    included. The paper's element rule (|Δ| ≤ 1e-2 absolute or
     relative, 99.5% of elements, against cuDNN's output) compares two fp8 roundings of nearly equal values, which
     differ by one e4m3 step (12.5%) wherever the fp32 values straddle a rounding boundary: how many do depends on
     the accumulation order, not on correctness. The L2 rule measures the error's size over the whole output."""
@@ -309,7 +312,8 @@ def _fp8_attention(d: int, s: int, causal: bool) -> Task:
             library="cuDNN",
             call="cudnn_fp8_attention_forward",
             description="cuDNN's fp8 SDPA forward (cudnn-frontend's graph API, sdpa_fp8, the paper's baseline) on "
-            "the same tensors, descale_s, scale_s and scale_o at 1",
+            "the same tensors: scale_o 1 (O a plain cast), scale_s 448 and descale_s 1/448 (P, in [0, 1], scaled into "
+            "e4m3's range inside the kernel and back)",
             h200_ms_seen=_FP8_SEEN.get((d, causal)) if s == CORE_S else None,
         ),
         targets=FP8_TARGETS,

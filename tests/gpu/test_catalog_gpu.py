@@ -1,7 +1,8 @@
 """The new catalog's baselines and references on a real Hopper GPU: the fp8 baselines (torch._scaled_mm's
 block-scaled GEMM, cuDNN's fp8 SDPA through cudnn-frontend) run on the tasks' own inputs and land within the tasks'
-tolerance of the fp32 references; the largest workloads' inputs and references fit. Skipped without an sm_90 GPU;
-the fp8 attention test needs the `fp8` extra (nvidia-cudnn-frontend)."""
+tolerance of the fp32 references; the fp8 attention reference answers pass there with their QGMMA executed; the
+largest workloads' inputs and references fit. Skipped without an sm_90 GPU; the fp8 attention baseline test needs
+the `fp8` extra (nvidia-cudnn-frontend)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from tasks import get_task
 from tasks.baselines import prepare_baseline
 from tasks.inputs import draw_inputs
 from tasks.references import run_reference
+from tasks.schema import Arch
+from tasks.solutions import reference_answer
+from tools.evaluation import Stage, Status
 from tools.gpu.check import compare
+from tools.options import EvalOptions, Profile
+from tools.pipeline import evaluate_answer
 
 pytestmark = pytest.mark.hopper
 
@@ -40,6 +46,18 @@ def test_the_fp8_attention_baseline_is_within_tolerance(name):
     errors = _baseline_against_reference(name)
     assert errors["LSE"] < 1e-3
     print(name, errors)  # the baseline's own rel. L2 errors: what the tolerance must stay above
+
+
+@pytest.mark.parametrize("name", ["fp8_mha_with_lse_d96", "fp8_mha_with_lse_d256_causal"])
+def test_the_fp8_attention_reference_answer_passes_with_its_qgmma_executed(gpu, name):
+    """D 96 (the head dim padded to 128 by TMA's zero fill) and D 256 causal (64-key steps, the masked diagonal):
+    checked on 2 fresh draws, not timed (no cuDNN needed), then Nsight Compute counts the executed targets."""
+    task = get_task(name)
+    options = EvalOptions(trials=2, seed=0, time=False, profile=Profile.COUNTS)
+    ev = evaluate_answer(reference_answer(name, Arch.SM_90A), task, Arch.SM_90A, options, gpu)
+    assert ev.status is Status.PASSED, ev.message
+    assert ev.target_counts["wgmma"] > 0 and ev.target_counts["tma"] > 0  # wgmma's SASS pattern is QGMMA only
+    print(name, ev.stage(Stage.CHECK).message)  # the worst rel. L2 errors (interpreter: O 3e-2, LSE 1e-7)
 
 
 @pytest.mark.parametrize("name", ["mha_bwd_d96_s16384", "mha_bwd_d96_causal_s16384", "gemm_n34816_k5120_m8192"])

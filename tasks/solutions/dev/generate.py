@@ -26,7 +26,7 @@ from typing import Any
 from tasks.catalog import CORE, TASKS, get_task
 from tasks.schema import Arch, Task
 from tasks.solutions import ROOT, answer_key, answer_path, answered_by
-from tasks.solutions.dev.kernels import attention_bwd, attention_fwd, fp8_gemm, gemm
+from tasks.solutions.dev.kernels import attention_bwd, attention_fwd, fp8_attention, fp8_gemm, gemm
 from tasks.solutions.dev.kernels.attention_bwd import AttnBwdConfig
 from tasks.solutions.dev.kernels.attention_fwd import AttnFwdConfig
 from tasks.solutions.dev.kernels.fp8_gemm import Fp8GemmConfig
@@ -57,13 +57,13 @@ def config_for(task: Task) -> Any:
         return GEMM
     if task.family == "fp8_gemm":
         return FP8_GEMM
-    if task.family == "attention_fwd":
+    if task.family in ("attention_fwd", "fp8_attention_fwd"):
         return FWD_D256 if task.dims["D"] == 256 else FWD
     return BWD_D96 if task.dims["D"] == 96 else BWD
 
 
 KERNEL_MODULES: dict[str, ModuleType] = {"gemm": gemm, "attention_fwd": attention_fwd, "attention_bwd": attention_bwd,
-                                          "fp8_gemm": fp8_gemm}  # fmt: skip
+                                          "fp8_gemm": fp8_gemm, "fp8_attention_fwd": fp8_attention}  # fmt: skip
 SWIZZLE = {0: "none", 1: "32B", 2: "64B", 3: "128B"}  # CUtensorMapSwizzle, as Triton's tensordesc_meta gives it
 
 

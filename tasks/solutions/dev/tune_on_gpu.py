@@ -46,6 +46,12 @@ CANDIDATES: dict[str, list[Any]] = {
         AttnFwdConfig(128, 64, 8, 3),
         AttnFwdConfig(64, 64, 4, 3),
     ],
+    "fp8_attention_fwd": [
+        AttnFwdConfig(128, 128, 8, 3),
+        AttnFwdConfig(128, 128, 8, 4),
+        AttnFwdConfig(128, 64, 8, 3),
+        AttnFwdConfig(128, 64, 8, 2),
+    ],
     "attention_bwd": [
         AttnBwdConfig(128, 64, 8, 3, 128, 64, 8, 3),
         AttnBwdConfig(128, 64, 8, 2, 128, 64, 8, 2),
