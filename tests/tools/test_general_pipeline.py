@@ -16,6 +16,7 @@ from tasks.catalog import get_task
 from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tests.tools.files import read_answer
+from tools.evaluate import render
 from tools.evaluation import GENERAL_FIELDS, Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.metrics import GpuMetrics, TargetMetrics, TimingMetrics
@@ -110,7 +111,7 @@ class ScriptedGpu:
         ran = (Stage.RUN, Stage.CHECK, *((Stage.TIME,) if timed else ()), Stage.PROFILE)
         stages = [StageResult(name=s, state=passed) for s in ran]
         timing = (
-            TimingMetrics(kernel_ms=1.0, baseline_ms=speedup, speedup=speedup, interval=[speedup] * 2)
+            TimingMetrics(kernel_ms=1.0, baseline_ms=speedup, speedup=speedup, interval=[speedup] * 2, tflops=376.0)
             if timed
             else None
         )
@@ -266,6 +267,16 @@ def test_the_feedback_of_a_correct_attempt_names_the_slowest(static):
     assert f"| your kernel | 1.0000 | {flops / 1.0 / 1e9:,.0f} |" in text
     assert "Not solved yet: the speedup (0.900×) is below the target 1×." in text
     assert outcome_summary(ev, 2) == "turn 2: passed: 0.900× the baseline, targets met"
+
+
+def test_tools_evaluate_prints_a_line_per_workload(static):
+    ev = gpu_stages(static, GENERAL, ARCH, EvalOptions(profile=Profile.COUNTS),
+                    ScriptedGpu(passing([1.5, 1.2, 0.9, 1.3, 2.0])))  # fmt: skip
+    lines = render(ev).splitlines()
+    assert lines[0] == "gemm_n7168_k5120_all on sm_90a: PASSED (scripted)"
+    assert lines[3].split() == ["gemm_n7168_k5120_m972", "passed", "1.0000", "ms", "0.900×"]
+    assert lines[6] == "stages at gemm_n7168_k5120_m972:"
+    assert f"the minimum over the workloads, geomean {ev.speedup_geomean:.3f}×" in lines[-2]
 
 
 def test_a_plain_tasks_feedback_has_no_workload_rows(unverified):
