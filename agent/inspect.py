@@ -1,8 +1,9 @@
-"""`python -m agent.inspect PATH [out=DIR] [serve=true] [port=N]`: a static site for reading runs in the
-browser, turn by turn: PATH is a run folder, a bench folder, or a folder of either. Writes OUT/index.html and
-its pages (no server and no network needed: they open from file://), prints where; with serve=true, then
-serves them on 127.0.0.1 until interrupted. Exit status 0 written (runs that could not be read are listed
-on the pages and on stderr); 2 usage error, or no run folder under PATH."""
+"""`python -m agent.inspect PATH [out=DIR] [serve=true] [port=N] [definition=D,…] [workload=W,…]`: a static site for
+reading runs in the browser, turn by turn: PATH is a run folder, a bench folder, or a folder of either;
+definition= and workload= (m70, s4096, all) keep only those runs (the pages filter by both too). Writes
+OUT/index.html and its pages (no server and no network needed: they open from file://), prints where; with
+serve=true, then serves them on 127.0.0.1 until interrupted. Exit status 0 written (runs that could not be read
+are listed on the pages and on stderr); 2 usage error, or no run folder under PATH (or none the filter keeps)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tools.extras import needs
 
 with needs("agent", "python -m agent.inspect"):
     from agent.bench.inspect.site import build_site, server
+    from agent.loop.records import RunFilter
     from agent.loop.store import find_runs
 
 
@@ -25,11 +27,13 @@ class InspectSettings(BaseModel):
     out: Path | None = Field(None, description="Where to write the site (default: PATH/site).")
     serve: bool = Field(False, description="Then serve the site on 127.0.0.1 (the standard library's server).")
     port: int = Field(8000, ge=0, le=65535, description="The port serve=true listens on (0: any free one).")
+    definition: str | None = Field(None, description="Only runs of these definitions (comma-separated).")
+    workload: str | None = Field(None, description="Only runs at these workloads (m70, s4096, all; comma-separated).")
 
 
 def usage() -> str:
-    return cli.usage(InspectSettings, "python -m agent.inspect PATH [out=DIR] [serve=true] [port=N]", __doc__,
-                     "paths", "PATH")  # fmt: skip
+    return cli.usage(InspectSettings, "python -m agent.inspect PATH [out=DIR] [serve=true] [port=N] [definition=…] "
+                     "[workload=…]", __doc__, "paths", "PATH")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,10 +50,13 @@ def _inspect(argv: list[str]) -> int:
     if not find_runs([path]):
         raise cli.ConfigError(f"no run folders under {path}")
     out = settings.out or path / "site"
+    selection = RunFilter(definition=settings.definition, workload=settings.workload)
     try:
-        site = build_site(path, out)
+        site = build_site(path, out, selection)
     except OSError as e:
         raise cli.ConfigError(f"cannot write the site to out={out}: {e.strerror} ({e.filename})") from None
+    if selection and not site.runs:
+        raise cli.ConfigError(f"no run under {path} has {selection.describe()}")
     for u in site.unreadable:
         print(f"warning: not shown: {u.path}: {u.reason}", file=sys.stderr)
     print(f"{site.index}  ({site.pages:,} pages, {site.runs:,} runs; index {site.index_seconds:.1f} s, "

@@ -1,13 +1,14 @@
 """`python -m tasks [GROUP|NAME ...]`: the groups (name, how many tasks, what they are), then one block per task
-the arguments name (every task without arguments): its canonical name, aliases and former names, definition and
-workload, dims, work, baseline, and every input and output tensor with its shape and layout; then the archs."""
+the arguments name (every task at one workload without arguments; the group `general` names the shape-general
+ones): its canonical name, aliases and former names, definition and workload, dims, work, baseline, and every input
+and output tensor with its shape and layout; then the archs."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from tasks.catalog import CATALOG_VERSION, GROUP_DESCRIPTIONS, GROUPS, TARGETS, TASKS, resolve_names
+from tasks.catalog import CATALOG_VERSION, GROUP_DESCRIPTIONS, GROUPS, TARGETS, TASKS, get_task, resolve_names
 from tasks.expr import evaluate
 from tasks.schema import ARCH_ALIASES, Arch, Task, UnknownName
 
@@ -15,7 +16,11 @@ from tasks.schema import ARCH_ALIASES, Arch, Task, UnknownName
 def describe(task: Task) -> list[str]:
     names = ", ".join([*(f"alias {a}" for a in task.aliases), *(f"formerly {f}" for f in task.former_names)])
     seen = f", {task.baseline.h200_ms_seen:g} ms seen on an H200" if task.baseline.h200_ms_seen else ""
-    workload = f"{task.definition} at {task.axis}={task.dims[task.axis]}" if task.axis else task.definition
+    if task.general:
+        values = ", ".join(str(t.dims[task.axis]) for t in task.workloads)
+        workload = f"{task.definition} at every workload, {task.axis} ∈ {{{values}}} (dims: the largest's)"
+    else:
+        workload = f"{task.definition} at {task.axis}={task.dims[task.axis]}" if task.axis else task.definition
     lines = [
         f"{task.name}" + (f"  ({names})" if names else "") + f"  [definition v{task.version}]",
         f"  {workload}; dims {' '.join(f'{k}={v}' for k, v in task.dims.items())}; "
@@ -42,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {group:<8} {len(members):>3} tasks  {GROUP_DESCRIPTIONS[group]}")
     print()
     for name in names:
-        print("\n".join(describe(TASKS[name])) + "\n")
+        print("\n".join(describe(get_task(name))) + "\n")
     print("archs and their aliases:")
     for arch in Arch:
         aliases = ", ".join(a for a, v in ARCH_ALIASES.items() if v == arch and a != arch)

@@ -351,7 +351,36 @@ def _build() -> dict[str, Task]:
     return {t.name: t for t in tasks}
 
 
-TASKS: dict[str, Task] = _build()
+def _general(members: list[Task]) -> Task:
+    """`<definition>_all`: the definition at every workload, judged by one answer. It reads as its largest workload
+    (dims, tensors' shapes in the prompt, conservative limits) and holds the members it is judged at."""
+    largest = max(members, key=lambda t: t.dims[t.axis])
+    values = ", ".join(str(t.dims[t.axis]) for t in members)
+    return largest.model_copy(
+        update={
+            "name": f"{largest.definition}_all",
+            "aliases": [],
+            "former_names": [],
+            "description": f"{largest.description} Shape-general: one answer must pass every workload of "
+            f"{largest.definition}, {largest.axis} ∈ {{{values}}} (the dims shown are the largest's), so its "
+            f"kernels take {largest.axis} at run time and its launch spec's expressions are over {largest.axis}.",
+            "baseline": largest.baseline.model_copy(update={"h200_ms_seen": None}),
+            "workloads": members,
+        }
+    )
+
+
+def _build_general(tasks: dict[str, Task]) -> dict[str, Task]:
+    """One general task per definition that has several workloads (ours, beyond the paper), in catalog order."""
+    by_definition: dict[str, list[Task]] = {}
+    for task in tasks.values():
+        by_definition.setdefault(task.definition, []).append(task)
+    general = [_general(members) for members in by_definition.values() if len(members) > 1]
+    return {t.name: t for t in general}
+
+
+TASKS: dict[str, Task] = _build()  # every task at one workload
+GENERAL: dict[str, Task] = _build_general(TASKS)  # the shape-general `<definition>_all` tasks
 _ALIASES = {alias: t.name for t in TASKS.values() for alias in t.aliases}
 _ALIASES |= {t.workload_name: t.name for t in TASKS.values() if t.workload_name != t.name}
 _FORMER = {old: t.name for t in TASKS.values() for old in t.former_names}
@@ -369,6 +398,7 @@ GROUPS: dict[str, list[str]] = {
     "mha_bwd": _in("attention_bwd"),
     "fp8": _in("fp8_gemm", "fp8_attention_fwd"),
     "gqa": [t.name for t in TASKS.values() if t.name.startswith("gqa_")],
+    "general": list(GENERAL),
     "all": list(TASKS),
 }
 GROUP_DESCRIPTIONS = {
@@ -379,7 +409,8 @@ GROUP_DESCRIPTIONS = {
     "mha_bwd": "bf16 attention backward, D 64–128, S 512–16384",
     "fp8": "fp8 GEMM (block-scaled) and fp8 attention forward",
     "gqa": "ours: grouped-query attention, 48 query heads over 8 K/V heads",
-    "all": "every task",
+    "general": "ours: one answer for every workload of a definition (<definition>_all), scored at each",
+    "all": "every task at one workload (general lists the shape-general ones)",
 }
 
 
@@ -394,8 +425,11 @@ def get_task(name: str) -> Task:
     UnknownName names the closest names."""
     key = name.strip().lower()
     key = _ALIASES.get(key) or _FORMER.get(key) or key
+    if key in GENERAL:
+        return GENERAL[key]
     if key not in TASKS:
-        raise UnknownName(f"unknown task {name!r}; closest: {_closest(key, [*TASKS, *_ALIASES, *_FORMER])}")
+        every = [*TASKS, *GENERAL, *_ALIASES, *_FORMER]
+        raise UnknownName(f"unknown task {name!r}; closest: {_closest(key, every)}")
     return TASKS[key]
 
 
@@ -411,7 +445,7 @@ def resolve_names(items: list[str]) -> list[str]:
         try:
             names.append(get_task(key).name)
         except UnknownName:
-            every = [*GROUPS, *TASKS, *_ALIASES, *_FORMER]
+            every = [*GROUPS, *TASKS, *GENERAL, *_ALIASES, *_FORMER]
             raise UnknownName(f"unknown task or group {item!r}; closest: {_closest(key, every)}") from None
     return list(dict.fromkeys(names))
 

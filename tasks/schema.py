@@ -158,6 +158,12 @@ class Task(BaseModel):
     flops: str = Field(description="FLOP count as an expression over dims.")
     baseline: Baseline
     targets: dict[Arch, list[TargetGroup]]
+    workloads: list[Task] = Field(
+        default_factory=list,
+        description="A shape-general task's (`<definition>_all`) member tasks, one per workload of its definition in "
+        "the catalog's order: one answer must pass each. Empty for a task at one workload. The general task's own "
+        "dims are its largest workload's.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -170,9 +176,27 @@ class Task(BaseModel):
     @property
     def workload_name(self) -> str:
         """`<definition>_<axis><value>`: the spelling every task answers to, plain-named ones included."""
-        if self.axis is None:
+        if self.axis is None or self.workloads:
             return self.name
         return f"{self.definition}_{self.axis.lower()}{self.dims[self.axis]}"
+
+    @property
+    def workload(self) -> str:
+        """The workload in a word, for reports and filters: 'all' for a shape-general task, else its axis and value
+        ('m70', 's4096')."""
+        if self.workloads:
+            return "all"
+        return f"{self.axis.lower()}{self.dims[self.axis]}" if self.axis else "-"
+
+    @property
+    def general(self) -> bool:
+        """A shape-general task: judged at every workload of its definition."""
+        return bool(self.workloads)
+
+    @property
+    def members(self) -> list[Task]:
+        """The tasks an answer is judged at: a general task's workloads, or the task itself."""
+        return self.workloads or [self]
 
     def tensor(self, name: str) -> TensorSpec:
         for t in self.tensors:

@@ -26,6 +26,12 @@ MARK = {StageState.PASSED: "ok  ", StageState.FAILED: "FAIL", StageState.SKIPPED
 
 def render(ev: Evaluation) -> str:
     lines = [f"{ev.task} on {ev.arch}: {ev.status.upper()}" + (f" ({ev.device})" if ev.device else "")]
+    for w in ev.workloads or []:  # a shape-general task's: a line per workload, then the shown one's stages
+        kernel = f"{w.kernel_ms:.4f} ms" if w.kernel_ms is not None else "-"
+        speedup = f"{w.speedup:.3f}×" if w.speedup is not None else "-"
+        lines.append(f"  {w.name:<32} {w.status.value:<14} {kernel:>12} {speedup:>9}")
+    if ev.workloads:
+        lines.append(f"stages at {ev.shown_workload}:")
     for stage in ev.stages:
         lines.append(f"  [{MARK[stage.state]}] {stage.name:8s} {stage.seconds:7.2f} s")
         shown = None if stage.name is Stage.PERF else 14  # the perf table is read whole
@@ -36,6 +42,7 @@ def render(ev: Evaluation) -> str:
         lines.append(
             f"speedup {ev.speedup:.3f}× (interval {low:.3f}–{high:.3f}×): {ev.kernel_ms:.4f} ms vs baseline "
             f"{ev.baseline_ms:.4f} ms, {ev.tflops:.0f} TFLOP/s"
+            + (f"; the minimum over the workloads, geomean {ev.speedup_geomean:.3f}×" if ev.speedup_geomean else "")
         )
     lines += [f"timing: {flag}" for flag in ev.timing_flags]
     if ev.targets_met is not None:

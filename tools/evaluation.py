@@ -1,12 +1,12 @@
 """The staged result of one attempt: its stages (Stage, StageState, StageResult) and the Evaluation with one Status and
-the figures each stage measured."""
+the figures each stage measured; a shape-general task's Evaluation also holds one WorkloadResult per workload."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tasks.schema import Arch
 from tools.perf_report import PerfReport
@@ -57,6 +57,29 @@ class StageResult(BaseModel):
     seconds: float = 0.0
 
 
+class WorkloadResult(BaseModel):
+    """One workload of a shape-general task's attempt: the member task's verdict and figures."""
+
+    name: str = Field(description="The member task, e.g. 'gemm_n7168_k5120_m70'.")
+    dims: dict[str, int]
+    status: Status
+    message: str = Field("", description="The member's own summary (its failure, or why its GPU stages skipped).")
+    kernel_ms: float | None = None
+    baseline_ms: float | None = None
+    speedup: float | None = Field(None, description="The member's paired speedup; only for a correct workload.")
+    tflops: float | None = None
+    targets_met: bool | None = None
+    device: str | None = None
+    worker: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.status is Status.PASSED
+
+
+GENERAL_FIELDS = ("workloads", "speedup_geomean", "shown_workload")  # absent from a plain task's record
+
+
 class Evaluation(BaseModel):
     """The staged result of one attempt; evaluators stop at the first failing stage."""
 
@@ -96,11 +119,34 @@ class Evaluation(BaseModel):
     target_counts: dict[str, int] | None = Field(None, description="Executed warp-level count per group.")
     paper_tag: bool | None = Field(None, description="The paper's run-time arch-specific tag.")
     perf: PerfReport | None = Field(None, description="Where the time goes (the perf pass, eval.profile).")
+    # A shape-general task's: the stages and figures above are those of `shown_workload` (its first failing workload,
+    # else its slowest), its status the overall one, its speedup the minimum over the workloads.
+    workloads: list[WorkloadResult] | None = Field(
+        None, description="A shape-general task's per-workload results, in its workloads' order; None: one workload."
+    )
+    speedup_geomean: float | None = Field(
+        None, description="A shape-general task's geometric mean of its workloads' speedups, beside the minimum."
+    )
+    shown_workload: str | None = Field(
+        None, description="A shape-general task's workload whose stages this record holds: its first failing one, "
+        "else its slowest (lowest speedup), the one the perf pass profiles.",
+    )  # fmt: skip
+
+    @model_serializer(mode="wrap")
+    def _plain_record_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A task at one workload is recorded exactly as before shape-general tasks existed."""
+        data = handler(self)
+        if self.workloads is None:
+            for key in GENERAL_FIELDS:
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _metrics_match_stages(self) -> Evaluation:
         """Each figure comes from the stage that measures it, so none can be reported without its evidence."""
-        if (self.speedup, self.speedup_interval) != (None, None) and self.status is not Status.PASSED:
+        if (self.speedup, self.speedup_interval, self.speedup_geomean) != (
+            None,
+        ) * 3 and self.status is not Status.PASSED:
             raise ValueError(f"a speedup is only reported for a passed attempt, not {self.status}")
         needs = [
             (self.status is Status.PASSED, Stage.CHECK, "status 'passed'"),
@@ -117,6 +163,10 @@ class Evaluation(BaseModel):
 
     def stage(self, name: Stage) -> StageResult | None:
         return next((s for s in self.stages if s.name is name), None)
+
+    def failing_workloads(self) -> list[WorkloadResult]:
+        """A shape-general attempt's workloads that did not pass (none for a plain task)."""
+        return [w for w in self.workloads or [] if not w.correct]
 
     @property
     def correct(self) -> bool:

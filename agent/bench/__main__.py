@@ -25,7 +25,7 @@ def usage() -> str:
             "                             [concurrency=N] [runs_dir=DIR] [bench_id=ID] [agent.solve key=value …]",
             "       python -m agent.bench resume=BENCH_ID [runs_dir=DIR] [concurrency=N] [llm.base_url=… …]",
             "",
-            "  tasks        names, aliases or groups: core (the paper's five), all",
+            "  tasks        names, aliases or groups (python -m tasks lists them): core, general (the _all tasks), all",
             "  archs        sm_90a, sm_100a or aliases (h100, b200, …), or all",
             f"  samples      trajectories per task × arch × mode [{DEFAULTS['samples']}]",
             f"  max_turns    turns of a multi-turn (repair) trajectory [{DEFAULTS['max_turns']}]",

@@ -2,8 +2,10 @@
 (`python -m agent.report` is the command).
 
 Writes report.md, scores.csv (every group at every turn limit), budget.csv (single-shot pass@k vs
-repair at equal attempt budgets), status_per_turn.csv, trajectories.csv, perf.csv (every attempt the perf
-pass profiled: its limiter and figures beside the library's), and the plots
+repair at equal attempt budgets), status_per_turn.csv, trajectories.csv (with each run's definition, workload and
+catalog version), perf.csv (every attempt the perf pass profiled: its limiter and figures beside the library's),
+workloads.csv (every workload of every shape-general attempt), definitions.csv (by=definition: the scores per
+definition, its workloads pooled), and the plots
 success_vs_budget.png, speedup_by_task.png, status_per_turn.png (skipped, and said so, without
 matplotlib).
 """
@@ -27,8 +29,11 @@ BUDGETS_SHOWN = (1, 2, 4, 8)
 UNFINISHED_LISTED = 10
 
 
-def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) -> Path:
-    """report.md, its CSVs and plots in `out`; returns report.md's path."""
+def write_report(
+    trajs: list[Trajectory], out: Path, sources: Sequence[Path], *, by: str = "task", selected: str = ""
+) -> Path:
+    """report.md, its CSVs and plots in `out`; returns report.md's path. by="definition" adds the scores per
+    definition; `selected` says which runs a filter kept, for the header."""
     out.mkdir(parents=True, exist_ok=True)
     scores = _by_prompt(trajs)
     budget = score.single_vs_multi(trajs)
@@ -39,12 +44,18 @@ def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) ->
     write_csv(out / "trajectories.csv", [score.trajectory_row(t) for t in trajs])
     profiled = perf_rows(trajs)
     write_csv(out / "perf.csv", profiled)
+    workloads = score.workload_rows(trajs)
+    if workloads:
+        write_csv(out / "workloads.csv", workloads)
     drawn, skipped = plots.draw(trajs, out)
+    definitions = _per_definition(trajs, out) if by == "definition" else None
     sections = [
-        _header(trajs, sources, skipped),
+        _header(trajs, sources, skipped, selected),
         _headline(scores),
         _budget(budget, drawn.get("success_vs_budget")),
+        *([definitions] if definitions else []),
         _per_task(scores),
+        *([_workloads(workloads)] if workloads else []),
         _speedups(trajs, drawn.get("speedup_by_task")),
         _status(statuses, drawn.get("status_per_turn")),
         _limiters(profiled),
@@ -55,7 +66,7 @@ def write_report(trajs: list[Trajectory], out: Path, sources: Sequence[Path]) ->
     return path
 
 
-def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str | None) -> str:
+def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str | None, selected: str = "") -> str:
     attempts = [t for traj in trajs for t in traj.turns]
     unverified = sum(t.evaluation.status is Status.UNVERIFIED for t in attempts)
     unfinished = [traj.run_id for traj in trajs if not score.finished(traj)]
@@ -86,6 +97,12 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
         lines.append(f"- **legacy**: {old} run{'s' if old > 1 else ''} solved an older definition of their task "
                      "(wave 1's attention: [B,S,H,D], Delta handed in); labelled `(legacy vN)` and pooled only with "
                      "each other, under `all (legacy)`.")  # fmt: skip
+    if selected:
+        lines.append(f"- **selected**: only the runs with {selected}.")
+    if any(t.evaluation.workloads for t in attempts):
+        lines.append("- **shape-general** tasks (`<definition>_all`): an attempt is correct only when every workload "
+                     "is; its speedup is the minimum over the workloads (the geometric mean beside it in "
+                     "workloads.csv).")  # fmt: skip
     if plots_skipped:
         lines.append(f"- Plots skipped: {plots_skipped}.")
     return "\n".join(lines)
@@ -174,6 +191,37 @@ def _per_task(scores: list[tuple[str, score.SuiteScore]]) -> str:
         for (prompt, g), s in last.items()
     ]  # fmt: skip
     return "## Per task (at each mode's last turn)\n\n" + markdown_table(headers, rows)
+
+
+def _per_definition(trajs: list[Trajectory], out: Path) -> str:
+    """The scores per definition × arch, its workloads (and its `_all` runs) pooled, at each mode's last turn."""
+    groups = score.by_definition(trajs)
+    scores = [score.suite_score(g, members, max(score.max_turns(t) for t in members)) for g, members in groups.items()]
+    write_csv(out / "definitions.csv", [s.row() for s in scores])
+    headers = ("model", "definition", "arch", "mode", *RATES, "fast_1", "best", "geomean best", "workloads")
+    rows = [
+        (s.group.model, s.group.task, s.group.arch, s.group.mode, *_rates(s),
+         percent(s.fast_traj[score.FAST_P.index(1.0)]), times(s.best_speedup), times(s.geomean_best),
+         ", ".join(sorted({t.config.workload for t in groups[s.group]})))
+        for s in scores
+    ]  # fmt: skip
+    return "## Per definition (its workloads pooled, at each mode's last turn)\n\n" + markdown_table(headers, rows)
+
+
+def _workloads(rows: list[dict]) -> str:
+    """Per shape-general task and workload: how many attempts passed there, and their median speedup."""
+    groups: dict[tuple[str, str, str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["model"], row["task"], row["arch"], row["workload"]), []).append(row)
+    headers = ("model", "task", "arch", "workload", "attempts", "passed", "median speedup")
+    table = []
+    for key, group in groups.items():
+        speedups = [r["speedup"] for r in group if r["speedup"] is not None]
+        passed = sum(r["status"] == Status.PASSED for r in group)
+        table.append((*key, len(group), passed, times(statistics.median(speedups) if speedups else None)))
+    return "## Shape-general tasks, per workload (every attempt's; workloads.csv has each)\n\n" + markdown_table(
+        headers, table
+    )
 
 
 def _speedups(trajs: list[Trajectory], plot: str | None) -> str:

@@ -190,6 +190,42 @@ def _problem(traj: Trajectory) -> tuple[str, str]:
     return (f"{task} (legacy v{traj.config.task_version})" if legacy(traj) else task), traj.config.arch
 
 
+def by_definition(trajs: list[Trajectory]) -> dict[Group, list[Trajectory]]:
+    """Trajectories per definition × arch (every workload of it pooled, its `_all` runs among them), for each model
+    and mode: `agent.report by=definition`."""
+    out: dict[Group, list[Trajectory]] = defaultdict(list)
+    for traj in trajs:
+        label = traj.config.definition + (" (legacy)" if legacy(traj) else "")
+        out[Group(model(traj), label, traj.config.arch, mode(traj))].append(traj)
+    return dict(sorted(out.items()))
+
+
+def workload_rows(trajs: list[Trajectory]) -> list[dict[str, Any]]:
+    """One row per workload of every shape-general attempt: its status, times and speedup beside the attempt's."""
+    rows = []
+    for traj in trajs:
+        for turn in traj.turns:
+            e = turn.evaluation
+            for w in e.workloads or []:
+                rows.append({
+                    "run_id": traj.run_id, "model": model(traj), "task": traj.config.task,
+                    "definition": traj.config.definition, "arch": traj.config.arch, "mode": mode(traj),
+                    "turn": turn.index, "workload": _workload_label(w.name), "member": w.name,
+                    **{f"dim_{k}": v for k, v in w.dims.items()},
+                    "status": w.status.value, "kernel_ms": w.kernel_ms, "baseline_ms": w.baseline_ms,
+                    "speedup": w.speedup, "attempt_status": e.status.value, "attempt_speedup_min": e.speedup,
+                    "attempt_speedup_geomean": e.speedup_geomean,
+                })  # fmt: skip
+    return rows
+
+
+def _workload_label(member: str) -> str:
+    try:
+        return get_task(member).workload
+    except UnknownName:
+        return member
+
+
 def grouped(trajs: list[Trajectory], by_mode: bool = True) -> dict[Group, list[Trajectory]]:
     """Trajectories per problem (task × arch), per arch over all tasks, and over everything, for each model
     (and mode): the three levels every table reports."""
@@ -391,6 +427,9 @@ def trajectory_row(traj: Trajectory) -> dict[str, Any]:
         "run_id": traj.run_id,
         "model": model(traj),
         "task": task,
+        "definition": traj.config.definition,
+        "workload": traj.config.workload,
+        "catalog_version": traj.config.catalog_version,
         "arch": arch,
         "mode": mode(traj),
         "max_turns": max_turns(traj),

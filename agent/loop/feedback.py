@@ -1,7 +1,9 @@
 """An Evaluation → the model's next user message, through one template per status (prompts/feedback/).
 
 Every section is computed for every status, so a template may use any of them; long logs are cut with
-a visible marker so the model knows text is missing.
+a visible marker so the model knows text is missing. A shape-general task's message has one row per workload
+after its opening paragraph, and the template's detail is that of the workload the Evaluation shows (its first failing
+one, else its slowest).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from agent.loop.prompts import render
 from tasks.expr import evaluate
 from tasks.schema import Arch, Task
 from tools.assemble import Diagnostic, render_grouped
-from tools.evaluation import Evaluation, Stage, StageResult, StageState
+from tools.evaluation import Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu.stages import GPU_STAGES
 
 MESSAGE_CHARS = 6000
@@ -34,6 +36,7 @@ def feedback_message(
     evaluation: Evaluation, task: Task, arch: Arch, *, turn: int, max_turns: int, target_speedup: float
 ) -> str:
     left = max_turns - turn
+    shown = next((m for m in task.workloads if m.name == evaluation.shown_workload), task)
     values = {
         "turn": turn,
         "max_turns": max_turns,
@@ -47,7 +50,7 @@ def feedback_message(
         "sass_notes": _stage_message(evaluation, Stage.SASS) or "none",
         "static_targets": static_targets(evaluation),
         "gpu_skipped": next((s.message for s in evaluation.stages if s.name in GPU_STAGES), ""),
-        "timing": timing_table(evaluation, task),
+        "timing": timing_table(evaluation, shown),
         "counts": instruction_counts(evaluation, task, arch),
         "perf": where_time_goes(evaluation),
         "verdict": verdict(evaluation, task, arch, target_speedup),
@@ -56,7 +59,41 @@ def feedback_message(
         "crosschecks": _stage_message(evaluation, Stage.ABI) or "none applied",
     }
     text = render(f"feedback/{evaluation.status.value}.md", **values).strip()
+    if evaluation.workloads:
+        first, _, rest = text.partition("\n\n")  # after the template's opening paragraph
+        text = f"{first}\n\n{workload_table(evaluation, task)}\n\n{rest}"
     return re.sub(r"\n{3,}", "\n\n", text)  # a section with nothing to say leaves no gap
+
+
+def workload_table(evaluation: Evaluation, task: Task) -> str:
+    """A shape-general attempt's row per workload (status, time, speedup), the overall figures, and whose detail
+    follows."""
+    axis = task.axis or "workload"
+    rows = [f"| workload | {axis} | status | time (ms) | {task.baseline.library} (ms) | speedup |",
+            "| --- | ---: | --- | ---: | ---: | ---: |"]  # fmt: skip
+
+    def figure(value: float | None, digits: int) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    for w in evaluation.workloads or []:
+        rows.append(f"| {w.name} | {w.dims.get(axis, '-')} | {w.status.value} | {figure(w.kernel_ms, 4)} | "
+                    f"{figure(w.baseline_ms, 4)} | {figure(w.speedup, 3)} |")  # fmt: skip
+    failing = evaluation.failing_workloads()
+    wrong = [w for w in failing if w.status is not Status.UNVERIFIED]
+    if not failing:
+        overall = "Correct at every workload"
+        if evaluation.speedup is not None and evaluation.speedup_geomean is not None:
+            overall += (f"; speedup {evaluation.speedup:.3f}× (the minimum over the workloads, the one that counts), "
+                        f"geomean {evaluation.speedup_geomean:.3f}×")  # fmt: skip
+        whose = f"The detail below is the slowest workload's, {evaluation.shown_workload}."
+    elif not wrong:
+        overall = "Checked statically at every workload; not run on a GPU"
+        whose = f"The detail below is {evaluation.shown_workload}'s."
+    else:
+        overall = f"Wrong at {len(wrong)} of {len(evaluation.workloads)} workloads: " + ", ".join(w.name for w in wrong)
+        whose = f"The detail below is the first failing workload's, {evaluation.shown_workload}."
+    intro = f"One answer must pass every workload of {task.definition}. Per workload:"
+    return f"{intro}\n\n" + "\n".join(rows) + f"\n\n{overall}. {whose}"
 
 
 def where_time_goes(evaluation: Evaluation) -> str:

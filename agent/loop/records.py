@@ -7,9 +7,11 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from agent.loop.config import setting_default
+from tasks.catalog import get_task
+from tasks.schema import UnknownName
 from tools.evaluation import Evaluation, Status
 from tools.solution import Solution
 
@@ -189,6 +191,10 @@ class RunConfig(BaseModel):
     run_id: str | None = None
     task: str
     task_version: int = Field(1, description="The task definition's version the run solved (wave 1: absent, 1).")
+    catalog_version: int | None = Field(
+        None, description="tasks.catalog.CATALOG_VERSION when the run started; None: a run from before runs recorded "
+        "it (its task keeps its name and definition version, and scores as it did).",
+    )  # fmt: skip
     arch: str
     llm: PolicyRecord = Field(default_factory=PolicyRecord)
     policy: str | None = None
@@ -199,6 +205,62 @@ class RunConfig(BaseModel):
     eval: dict[str, Any] = Field(default_factory=dict, description="The eval.* settings (tools/options.py).")
     seed: dict[str, Any] | None = Field(None, description="seed.run / seed.turn, for a seeded run.")
     seed_attempt: dict[str, Any] | None = Field(None, description="The seed's run, turn, status and policy.")
+
+    @property
+    def definition(self) -> str:
+        """The definition the run's task is a workload (or, `_all`, every workload) of."""
+        return task_labels(self.task)[0]
+
+    @property
+    def workload(self) -> str:
+        """The run's workload in a word ('m70', 's4096', 'all')."""
+        return task_labels(self.task)[1]
+
+
+def task_labels(name: str) -> tuple[str, str]:
+    """A recorded task name's definition and workload ('m70', 's4096', 'all' for a shape-general task); a task no
+    longer in the catalog is its own definition, at workload '-'."""
+    try:
+        task = get_task(name)
+    except UnknownName:
+        return name, "-"
+    return task.definition, task.workload
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    """A comma-separated setting (or a list of them) as its lower-cased names."""
+    items = value.split(",") if isinstance(value, str) else (value or [])
+    return tuple(n.strip().lower() for item in items for n in str(item).split(",") if n.strip())
+
+
+class RunFilter(BaseModel):
+    """Which runs a report, the inspector or an SFT export reads: by their task's definition and workload (each a
+    comma-separated list; empty: any)."""
+
+    model_config = ConfigDict(frozen=True)
+    definition: tuple[str, ...] = Field((), description="Definitions, e.g. gemm_n7168_k5120,mha_bwd_d96.")
+    workload: tuple[str, ...] = Field((), description="Workloads, e.g. m70,s4096, or 'all' (the _all tasks).")
+
+    @field_validator("definition", "workload", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> tuple[str, ...]:
+        return _names(value)
+
+    def __bool__(self) -> bool:
+        return bool(self.definition or self.workload)
+
+    def matches(self, config: RunConfig) -> bool:
+        return self.matches_task(config.task)
+
+    def matches_task(self, name: str) -> bool:
+        definition, workload = task_labels(name)
+        return (not self.definition or definition in self.definition) and (
+            not self.workload or workload in self.workload
+        )
+
+    def describe(self) -> str:
+        parts = [f"{key}={','.join(v)}" for key, v in (("definition", self.definition), ("workload", self.workload))]
+        return " ".join(p for p in parts if not p.endswith("="))
 
 
 class Trajectory(BaseModel):

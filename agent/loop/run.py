@@ -40,7 +40,7 @@ from agent.loop.store import RunFolder, RunFolderError, check_run_id, new_run_id
 from agent.loop.summary import summarize
 from agent.notes.record import notes_sha256
 from agent.notes.retrieve import NoteIndex
-from tasks.catalog import get_task, renamed
+from tasks.catalog import CATALOG_VERSION, get_task, renamed
 from tasks.schema import Task, UnknownName
 from tools.gpu.base import Gpu
 from tools.pool import open_gpu
@@ -80,6 +80,7 @@ def prepare(settings: SolveConfig, quiet: bool = False) -> Prepared:
     record = {
         **settings.model_dump(mode="json"),
         "task_version": task.version,
+        "catalog_version": CATALOG_VERSION,
         "run_id": run_id,
         "policy": policy.describe(),
         "created_at": _now(),

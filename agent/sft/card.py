@@ -60,7 +60,10 @@ def build_card(
         "command": relative_paths(command, folder),
         "runs_read": runs,
         "runs_skipped": [relative_paths(line, folder) for line in skipped],
-        "filters": {**asdict(filters), "holdout_tasks": list(filters.holdout_tasks)},
+        "filters": {
+            **asdict(filters),
+            **{k: list(getattr(filters, k)) for k in ("definitions", "workloads", "holdout_tasks")},
+        },
         "held_out_tasks": selection.held_out_tasks,
         "funnel": [asdict(s) for s in selection.funnel],
         "files": {

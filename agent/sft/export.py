@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent.loop.records import RunFilter
 from agent.loop.store import RunFolder
 from agent.loop.writes import open_inside
 from agent.sft.card import build_card, write_card
@@ -34,6 +35,8 @@ class ExportSettings(BaseModel):
     dirs: list[Path] = Field(min_length=1, description="Run folders, or folders holding them.")
     format: Literal["fixit", "kernelgen"] = Field(description="fixit pairs or kernel generation (required).")
     out: Path = Field(description="The output FILE.jsonl (required).")
+    definition: str | None = Field(None, description="Only runs of these definitions (comma-separated).")
+    workload: str | None = Field(None, description="Only runs at these workloads (m70, s4096, all; comma-separated).")
     require_targets: bool = Field(False, description="The trained answer's required target instructions ran.")
     min_speedup: float | None = Field(None, gt=0, description="The trained answer is at least this fast.")
     dedup: bool = Field(True, description="Drop repeated answers (same source, comments and spaces aside, and spec).")
@@ -70,6 +73,8 @@ class ExportSettings(BaseModel):
 
     def filters(self) -> Filters:
         return Filters(
+            definitions=RunFilter(definition=self.definition).definition,
+            workloads=RunFilter(workload=self.workload).workload,
             require_targets=self.require_targets,
             min_speedup=self.min_speedup,
             dedup=self.dedup,

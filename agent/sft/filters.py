@@ -1,6 +1,6 @@
-"""The exporter's filters, in the order they run, each counting what it removed: the quality bar (targets
-met, a minimum speedup), de-duplication, a token cap, the split by task, and balance caps per task and
-per error class (applied to each output file on its own).
+"""The exporter's filters, in the order they run, each counting what it removed: the runs' definition and
+workload, the quality bar (targets met, a minimum speedup), de-duplication, a token cap, the split by task, and
+balance caps per task and per error class (applied to each output file on its own).
 
 Everything is deterministic: candidates arrive sorted, duplicates keep the first, and caps keep a subset
 drawn by a seeded hash of each example's id, so adding runs does not reshuffle what was kept before.
@@ -13,11 +13,14 @@ import random
 from collections import Counter
 from dataclasses import dataclass
 
+from agent.loop.records import RunFilter
 from agent.sft.examples import Example
 
 
 @dataclass(frozen=True)
 class Filters:
+    definitions: tuple[str, ...] = ()  # only examples of runs of these definitions (empty: any)
+    workloads: tuple[str, ...] = ()  # and at these workloads ('m70', 's4096', 'all'; empty: any)
     require_targets: bool = False  # the passing attempt executed its required target instructions
     min_speedup: float | None = None  # the passing attempt is at least this fast (unmeasured: removed)
     dedup: bool = True  # one example per distinct (normalised) answer, or pair of answers
@@ -62,6 +65,9 @@ def select(candidates: list[Example], filters: Filters) -> Selection:
         funnel.append(Step(name, len(kept) - len(survivors), len(survivors)))
         kept = survivors
 
+    runs = RunFilter(definition=filters.definitions, workload=filters.workloads)
+    if runs:
+        step("definition/workload", [e for e in kept if runs.matches_task(e.task)])
     if filters.require_targets:
         step("require_targets", [e for e in kept if e.targets_met is True])
     if filters.min_speedup is not None:

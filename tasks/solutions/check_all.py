@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tasks.catalog import GROUPS, TASKS, get_task, resolve_names
 from tasks.schema import Arch, UnknownName
-from tasks.solutions import available, reference_answer
+from tasks.solutions import ROOT, answer_path, available, reference_answer
 from tools.evaluation import Evaluation
 from tools.gpu.service import GpuService
 from tools.options import EvalOptions, Profile
@@ -23,7 +23,8 @@ def row(ev: Evaluation) -> str:
     executed = ", ".join(f"{g} {n:,}" for g, n in (ev.target_counts or {}).items()) or "not profiled"
     speedup = f"{ev.speedup:.2f}×" if ev.speedup else "-"
     tflops = f"{ev.tflops:.0f}" if ev.tflops else "-"
-    command = f"`python -m tools.evaluate --task {ev.task} --arch {ev.arch} tasks/solutions/{ev.arch}/{ev.task}.md`"
+    answer = answer_path(ev.task, ev.arch).relative_to(ROOT.parents[1])  # the definition's file, whatever the workload
+    command = f"`python -m tools.evaluate --task {ev.task} --arch {ev.arch} {answer}`"
     return f"| {ev.task} | {ev.arch} | {ev.status} | {executed} | {speedup} | {tflops} | {command} |"
 
 

@@ -16,7 +16,7 @@ from agent.bench.inspect.views import LoadedRun, RunCard
 from agent.bench.plan import MODES, Bench
 from tools.evaluation import Status
 
-FILTERS = ("model", "task", "arch", "mode", "prompt")
+FILTERS = ("model", "task", "definition", "workload", "arch", "mode", "prompt")
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,8 @@ def bench_page(title: str, source: str, runs: list[LoadedRun], cards: list[RunCa
     filters = {f: sorted({c.filters()[f] for c in cards}) for f in FILTERS}
     if len({c.prompt for c in cards}) < 2:
         del filters["prompt"]  # one prompt variant (or none recorded): nothing to filter by
+    if len({(c.definition, c.task) for c in cards}) == len({c.definition for c in cards}):
+        del filters["definition"], filters["workload"]  # one task per definition: the task filter says it all
     one_arch = len({c.arch for c in cards}) < 2  # then the rows pooled over archs repeat the arch's own
     headline, per_task, budget = [], [], []
     variants = score.by_variant(trajs)

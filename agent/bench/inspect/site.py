@@ -33,7 +33,7 @@ from agent.bench.inspect.views import LoadedRun, run_card
 from agent.bench.plan import Bench, bench_path
 from agent.bench.plan import load as load_bench
 from agent.bench.tables import percent, times
-from agent.loop.records import Trajectory
+from agent.loop.records import RunFilter, Trajectory
 from agent.loop.store import RunFolder, error_line, find_runs
 from agent.loop.writes import folder_inside, write_inside
 
@@ -61,13 +61,13 @@ class Folder:
     unreadable: list[Unreadable]
 
 
-def build_site(path: Path, out: Path) -> Site:
-    """The site of the runs at or below `path`, written to `out`: the index and bench pages first, then the
-    run pages."""
+def build_site(path: Path, out: Path, selection: RunFilter | None = None) -> Site:
+    """The site of the runs at or below `path` (those `selection` keeps), written to `out`: the index and bench
+    pages first, then the run pages."""
     start = time.perf_counter()
     env = _environment()
     out.mkdir(parents=True, exist_ok=True)
-    folders = _folders(path)
+    folders = _folders(path, selection or RunFilter())
     if (path / "config.json").is_file() and len(folders) == 1 and len(folders[0].runs) == 1:
         run = folders[0].runs[0]
         _write(out, "index.html", env.get_template("run.html").render(page=run_page(run, run_card(run, ""), None)))
@@ -94,15 +94,18 @@ def build_site(path: Path, out: Path) -> Site:
     return Site(out / "index.html", pages, len(run_pages), unreadable, index_seconds, time.perf_counter() - start)
 
 
-def _folders(path: Path) -> list[Folder]:
-    """The folders holding run folders at or below `path`, each with its runs read (or why not)."""
+def _folders(path: Path, selection: RunFilter) -> list[Folder]:
+    """The folders holding run folders at or below `path`, each with its runs read (or why not); the runs
+    `selection` does not keep are left out (a folder left with none, entirely)."""
     by_parent: dict[Path, list[RunFolder]] = {}
     for folder in find_runs([path]):
         by_parent.setdefault(folder.path.parent, []).append(folder)
     slugs: set[str] = set()
     folders = []
     for parent, members in sorted(by_parent.items()):
-        loaded = [load_run(f) for f in members]
+        loaded = [r for r in map(load_run, members) if not isinstance(r, LoadedRun) or selection.matches(r.traj.config)]
+        if selection and not any(isinstance(r, LoadedRun) for r in loaded):
+            continue
         bench, bench_problem = _bench_of(parent)
         folders.append(Folder(
             path=parent,
@@ -172,6 +175,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(times=times, percent=percent, numbers=_numbers, count=lambda n: f"{n:,}",
+                       error_class=score.ERROR_CLASS.__getitem__,
                        label=score.LABELS.__getitem__, lines=lambda n: f"{n:,} line" + ("" if n == 1 else "s"),
                        compact_json=lambda value: json.dumps(value, separators=(", ", ": ")))  # fmt: skip
     env.globals.update(colours=plots.COLORS, fast_p=score.FAST_P, fast1=score.FAST_P.index(1.0),

@@ -75,6 +75,8 @@ class RunCard:
     run_id: str
     href: str
     task: str
+    definition: str
+    workload: str  # 'm70', 's4096', 'all' (a shape-general task)
     arch: str
     mode: str
     model: str
@@ -94,8 +96,8 @@ class RunCard:
 
     def filters(self) -> dict[str, str]:
         """The values a bench page's filters match this run on."""
-        return {"model": self.model, "task": self.task, "arch": self.arch, "mode": self.mode,
-                "prompt": self.prompt or score.NO_PROMPT}  # fmt: skip
+        return {"model": self.model, "task": self.task, "definition": self.definition, "workload": self.workload,
+                "arch": self.arch, "mode": self.mode, "prompt": self.prompt or score.NO_PROMPT}  # fmt: skip
 
 
 def run_card(run: LoadedRun, href: str) -> RunCard:
@@ -105,6 +107,8 @@ def run_card(run: LoadedRun, href: str) -> RunCard:
         run_id=run.traj.run_id,
         href=href,
         task=row["task"],
+        definition=row["definition"],
+        workload=row["workload"],
         arch=row["arch"],
         mode=row["mode"],
         model=row["model"],

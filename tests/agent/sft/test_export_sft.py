@@ -313,6 +313,25 @@ def test_data_card_counts(corpus: Path, tmp_path: Path) -> None:
     assert "completion_only_loss" in text and "`weight`" in text
 
 
+@pytest.mark.parametrize(
+    ("selection", "kept"),
+    [
+        (["--definition", "mha_with_lse_d128"], ["r4/turn_02"]),
+        (["--workload", "m8192"], ["r5/turn_02", "r1/turn_02", "r2/turn_03", "r6/turn_01", "r6/turn_02", "r7/turn_01"]),
+        (["--definition", "gemm_n7168_k5120,mha_with_lse_d128", "--workload", "s4096"], ["r4/turn_02"]),
+        (["--workload", "all"], []),  # no run of a shape-general task here
+    ],
+)
+def test_definition_and_workload_keep_only_those_runs_examples(corpus: Path, tmp_path: Path, selection, kept) -> None:
+    lines, card = export(corpus, tmp_path / "gen.jsonl", *selection, fmt="kernelgen")
+    assert ids(lines) == kept
+    step = card["funnel"][1]
+    assert (step["name"], step["removed"] + step["kept"]) == ("definition/workload", 8)
+    chosen = dict(zip(selection[::2], selection[1::2], strict=True))
+    assert card["filters"]["definitions"] == chosen.get("--definition", "").split(",") * ("--definition" in chosen)
+    assert card["filters"]["workloads"] == chosen.get("--workload", "").split(",") * ("--workload" in chosen)
+
+
 def test_kernelgen_one_example_per_distinct_solution(corpus: Path, tmp_path: Path) -> None:
     lines, card = export(corpus, tmp_path / "gen.jsonl", fmt="kernelgen")
     assert ids(lines) == [
