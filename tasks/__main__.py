@@ -6,6 +6,7 @@ and output tensor with its shape and layout; then the archs."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from tasks.catalog import CATALOG_VERSION, GROUP_DESCRIPTIONS, GROUPS, TARGETS, TASKS, get_task, resolve_names
@@ -57,4 +58,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # A listing piped into `head` ends when the reader closes the pipe: exit quietly, as other listing tools do.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())
