@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tasks.schema import Task
 
 History = Literal["full", "last", "digest"]
+Mode = Literal["turns", "tools"]
 # Where llm=openai's model and base URL come from when the command line does not say (agent/loop/command_line.py
 # reads them); the key comes only ever from the environment.
 MODEL_ENV, BASE_URL_ENV, KEY_ENV = "PTXBENCH_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"
@@ -279,7 +280,19 @@ class SolveConfig(BaseModel):
     llm: LLMConfig = Field(
         default_factory=POLICIES[0], title="policy", description=f"The policy: {', '.join(POLICY_NAMES)}."
     )
-    max_turns: int = Field(8, ge=1, le=MAX_TURNS, description="Turns at most.")
+    mode: Mode = Field(
+        "turns",
+        description="turns: one answer per turn, the harness's feedback after each; tools: the model calls the "
+        "harness as function tools (compile, evaluate, profile, sanitize, task, submit) until it submits.",
+    )
+    max_turns: int = Field(8, ge=1, le=MAX_TURNS, description="Turns at most (mode=turns).")
+    max_tool_calls: int = Field(
+        40, ge=1, le=MAX_TURNS, description="Tool calls at most (mode=tools), refused ones counted."
+    )
+    max_evaluations: int = Field(
+        8, ge=1, le=MAX_TURNS,
+        description="GPU evaluations at most (mode=tools: evaluate, profile, sanitize; a submit is always evaluated).",
+    )  # fmt: skip
     history: History = Field(
         "full",
         description="What the model sees of earlier turns: all of them, only the last, or the last in full and "
@@ -332,6 +345,7 @@ ENDPOINT_KEYS = tuple(sorted({*(f"llm.{key}" for p in POLICIES for key in p.resu
 # Keys a resumed run may change: its limits and how to reach the endpoint and the GPUs, never what it is solving.
 RESUMABLE = frozenset({
     "max_turns", "max_tokens_total", "max_wall_s", "unverified_turns", "runs_dir", *ENDPOINT_KEYS,
+    "max_tool_calls", "max_evaluations",
     "eval.device", "eval.timeout_s", "eval.static_timeout_s",
 })  # fmt: skip
 
