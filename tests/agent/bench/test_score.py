@@ -63,7 +63,9 @@ def test_wave_1_run_folders_load_and_score_as_todays_do() -> None:
         (f"wave1/{G}-sm_90a-multi-s00", f"bench/{G}-sm_90a-multi-s00"),
     ):
         was, now = RunFolder(RUNS / old).trajectory(), RunFolder(RUNS / new).trajectory()
-        assert was.turns == now.turns and was.summary.policy is None  # wave 1 did not record it
+        assert {t.format_version for t in was.turns} == {1} and {t.format_version for t in now.turns} == {2}
+        unversioned = [[t.model_dump(exclude={"format_version"}) for t in x.turns] for x in (was, now)]
+        assert unversioned[0] == unversioned[1] and was.summary.policy is None  # wave 1 did not record it
         assert was.summary.model_dump(exclude={"policy"}) == now.summary.model_dump(exclude={"policy"})
         assert (was.config.task, was.config.llm.model_name, was.config.max_turns) == (now.config.task, MODEL, 8)
         assert score.trajectory_row(was) == score.trajectory_row(now)

@@ -18,7 +18,7 @@ from agent.loop.store import RunFolder
 from agent.loop.toolcalls import NO_CALL, TOOL_NAMES, Refused, parse
 from tests.agent.helpers import FIXTURES, RecordedGpu, answer_replaying, fixture_text, solve, write_script
 from tests.agent.loop.test_solve_cli import _events, cli
-from tests.agent.openai_server import Behaviour, OpenAIServer
+from tests.agent.openai_server import OpenAIServer, tool_calls
 
 SUBMIT_FIXTURE = FIXTURES / "tools" / "gemm_submit.json"
 BASE = ["task=gemm", "arch=sm_90a", "mode=tools", "llm=scripted"]
@@ -185,16 +185,9 @@ def test_openai_tool_call_replies_from_the_local_server(tmp_path: Path, runs_dir
     monkeypatch.setenv("OPENAI_API_KEY", "EMPTY")
     ok = fixture_text("fill_ok.md")
 
-    def calls_reply(*calls: tuple[str, str]) -> Behaviour:
-        tool_calls = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
-                      for i, (n, a) in enumerate(calls)]  # fmt: skip
-        return Behaviour(content="", finish_reason="tool_calls", message={"content": None, "tool_calls": tool_calls})
-
     with OpenAIServer() as server:
-        server.script.extend([
-            calls_reply(("compile", json.dumps({"answer": ok})), ("evaluate", "{bad json")),
-            calls_reply(("submit", json.dumps({"answer": ok}))),
-        ])  # fmt: skip
+        server.script.extend([tool_calls(("compile", {"answer": ok}), ("evaluate", "{bad json")),
+                              tool_calls(("submit", {"answer": ok}))])  # fmt: skip
         code, folder = solve(["task=gemm", "arch=sm_90a", "mode=tools", "llm=openai", "llm.model=test-model",
                               f"llm.base_url={server.base_url}", f"runs_dir={runs_dir}"])  # fmt: skip
         assert code == 0
