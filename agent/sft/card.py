@@ -26,6 +26,9 @@ DESCRIPTIONS = {
     "where it was recorded)",
     "kernelgen": "kernel generation: system prompt, task prompt, and a passing attempt (weight 1; the "
     "reasoning in <think> tags where it was recorded), one per distinct solution",
+    "tools": "tool-calling conversations of tools-mode runs that submitted a passing answer: system prompt, task "
+    "prompt, each reply with its tool_calls (weight 1) and each result as a tool message; the function schemas in "
+    "each line's `tools`",
 }
 TRAINING = """\
 Each line is `{"messages": [...], "metadata": {...}}`. Only the last assistant message carries the loss.
