@@ -68,5 +68,5 @@ def test_qwen3s_chat_template_renders_the_calls_and_results(exported: list[dict]
     tok = AutoTokenizer.from_pretrained(model_folder(tmp_path / "tiny", ["a b c"], chat_template=True))
     line = exported[0]
     text = tok.apply_chat_template(line["messages"], tools=line["tools"], tokenize=False)
-    assert text.count('<tool_call>\n{"name": ') == 4 and text.count("<tool_response>") == 4
+    assert text.count('<tool_call>\n{"name": "') == 4 and text.count("<tool_response>") == 4
     assert '"name": "submit"' in text and "# Tools" in text
