@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.cli import ConfigError
 from agent.loop.prompts import PARTS, parse_prompt, prompt_name
@@ -338,6 +338,13 @@ class SolveConfig(BaseModel):
     def _known_parts(cls, value: str) -> str:
         """Recorded in one spelling (full, base, none, or the parts in the pack's order), so variants compare."""
         return prompt_name(parse_prompt(value))
+
+    @model_validator(mode="after")
+    def _tools_unseeded(self) -> SolveConfig:
+        """A seed opens a turns conversation (an answer and its feedback), which a tools run does not hold."""
+        if self.mode == "tools" and self.seed is not None:
+            raise ValueError("seed.run opens a turns-mode conversation; mode=tools starts from the task alone")
+        return self
 
 
 # How a run reaches its policy and the GPUs: what a continued bench, or mining again, may change.

@@ -203,3 +203,23 @@ def test_openai_tool_call_replies_from_the_local_server(tmp_path: Path, runs_dir
 def test_arguments_that_are_no_object_are_refused(arguments: str) -> None:
     refused = parse(ToolCall(id="c", name="compile", arguments=arguments))
     assert isinstance(refused, Refused) and refused.why == "bad_arguments" and "\n" not in refused.line
+
+
+def test_a_recorded_tools_run_replays_through_todays_harness(tmp_path: Path, runs_dir: Path) -> None:
+    ok = fixture_text("fill_ok.md")
+    replies = [{"tool_calls": [call("compile", ok), {"name": "nope"}]}, {"tool_calls": [call("submit", ok)]}]
+    code, recorded = run(tmp_path, runs_dir, replies, "run_id=recorded")
+    assert code == 0
+    code, again = solve([*BASE[:3], "llm=replay", "llm.run=recorded", f"runs_dir={runs_dir}", "run_id=again"])
+    assert code == 0
+    assert [(s.kind, getattr(s, "name", None)) for s in again.steps()] == [
+        (s.kind, getattr(s, "name", None)) for s in recorded.steps()
+    ]
+    assert again.summary().tools.submitted and "2 replies" in again.summary().policy
+
+
+def test_a_seeded_tools_run_is_refused(runs_dir: Path, capsys) -> None:
+    from agent.solve import main
+
+    assert main([*BASE, f"llm.path={SUBMIT_FIXTURE}", "seed.run=x", "seed.turn=1", f"runs_dir={runs_dir}"]) == 2
+    assert "mode=tools starts from the task alone" in capsys.readouterr().err
