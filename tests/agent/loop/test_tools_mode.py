@@ -223,3 +223,30 @@ def test_a_seeded_tools_run_is_refused(runs_dir: Path, capsys) -> None:
 
     assert main([*BASE, f"llm.path={SUBMIT_FIXTURE}", "seed.run=x", "seed.turn=1", f"runs_dir={runs_dir}"]) == 2
     assert "mode=tools starts from the task alone" in capsys.readouterr().err
+
+
+def test_a_step_written_but_not_checkpointed_is_read_back_not_run_again(
+    tmp_path: Path, runs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop crashes right after the evaluate's line is written, before its checkpoint: the resumed run
+    takes the result from trajectory.jsonl, and the GPU is not asked again."""
+    fast = answer_replaying("passed_fast")
+    replies = [{"tool_calls": [call("evaluate", fast)]}, {"tool_calls": [call("submit", fast)]}]
+    written = RunFolder.append_step
+
+    def crash_after_the_evaluate(self: RunFolder, step) -> None:
+        written(self, step)
+        if isinstance(step, ToolStep) and step.name == "evaluate":
+            raise RuntimeError("killed after the write")
+
+    gpu = RecordedGpu()
+    monkeypatch.setattr(RunFolder, "append_step", crash_after_the_evaluate)
+    code, folder = run(tmp_path, runs_dir, replies, "run_id=torn", gpu=gpu)
+    assert code == 1 and len(gpu.calls) == 1
+    monkeypatch.setattr(RunFolder, "append_step", written)
+    code, _ = solve(["resume=torn", f"runs_dir={runs_dir}"], gpu=gpu)
+    assert code == 0 and len(gpu.calls) == 1  # the evaluate's result read back; the submit answered from it
+    _, calls = steps_of(folder)
+    assert [(c.step, c.name, c.cached) for c in calls] == [(1, "evaluate", False), (2, "submit", True)]
+    assert folder.summary().outcome == "solved" and folder.turns()[0].tools.evaluations == 1
+    assert any(e["event"] == "step.already_recorded" and e.get("call") == 0 for e in _events(folder.events_path))
