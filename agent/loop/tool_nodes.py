@@ -147,11 +147,12 @@ def _call(ctx: RunContext, work: dict[str, Any], call: ToolCall, index: int) -> 
     work["evaluations"] = work.get("evaluations", 0) + recorded.gpu_evaluation
     if recorded.evaluation is not None and isinstance(parsed, toolcalls.Parsed):
         evaluation = recorded.evaluation.model_dump(mode="json")
-        work["cache"][parsed.key] = {"result": recorded.result, "evaluation": evaluation}
-        chosen = {"answer": parsed.answer, "evaluation": evaluation, "step": step}
+        result = recorded.result.removesuffix(SUBMITTED)  # the cache holds the evaluate's text
+        work["cache"][parsed.key] = {"result": result, "evaluation": evaluation}
+        chosen = {"answer": parsed.answer, "evaluation": evaluation, "step": step, "tool": parsed.name}
         if parsed.name == "submit":
             work["submitted"] = chosen
-        if _better(ctx, recorded.evaluation, work.get("best")):
+        if _better(ctx, chosen, work.get("best")):
             work["best"] = chosen
     shown = recorded.refused or (recorded.evaluation.status.value if recorded.evaluation else "ok")
     say(ctx, step, call.name[:9], shown + (" (cached)" if recorded.cached else ""))
@@ -183,8 +184,7 @@ def _run(ctx: RunContext, work: dict[str, Any], call: ToolCall, index: int, pars
     evaluation, on_gpu = run_tool(tool, parsed.answer, ctx.task, ctx.arch, options, ctx.gpu, ctx.gpu_unavailable)
     seconds = time.perf_counter() - start
     result = report(evaluation)
-    if parsed.name == "submit":  # what the cache keeps is the evaluate's text, without the ending
-        work["cache"][parsed.key] = {"result": result, "evaluation": evaluation.model_dump(mode="json")}
+    if parsed.name == "submit":
         result = _submitted(result)
     ctx.journal.event("tool.done", step=step, call=index, tool=call.name, status=evaluation.status.value,
                       gpu=on_gpu, seconds=round(seconds, 3))  # fmt: skip
@@ -195,14 +195,16 @@ def _submitted(result: str) -> str:
     return result + SUBMITTED
 
 
-def _better(ctx: RunContext, evaluation: Evaluation, best: dict[str, Any] | None) -> bool:
-    """Ranked as the run's turns are (agent/loop/summary.py): outcome, then speedup; the earlier on a tie."""
+def _better(ctx: RunContext, chosen: dict[str, Any], best: dict[str, Any] | None) -> bool:
+    """Ranked as the run's turns are (agent/loop/summary.py): outcome, then speedup, then a full evaluation over a
+    compile (which never runs the GPU stages); the earlier on a tie."""
     target = ctx.settings.target_speedup
 
-    def rank(ev: Evaluation) -> tuple[int, float]:
-        return outcome_of(ev, target).rank, ev.speedup or 0.0
+    def rank(entry: dict[str, Any]) -> tuple[int, float, bool]:
+        ev = Evaluation.model_validate(entry["evaluation"])
+        return outcome_of(ev, target).rank, ev.speedup or 0.0, entry.get("tool") != "compile"
 
-    return best is None or rank(evaluation) > rank(Evaluation.model_validate(best["evaluation"]))
+    return best is None or rank(chosen) > rank(best)
 
 
 def finish(state: LoopState, runtime: Runtime[RunContext]) -> dict[str, Any]:
