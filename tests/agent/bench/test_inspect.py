@@ -453,8 +453,8 @@ def tools_run(runs_dir: Path, run_id: str = "tools") -> Path:
         {"tool_calls": [{"name": "compile", "arguments": {"answer": ok}}]},
         {"text": "Done.", "tool_calls": [{"name": "submit", "arguments": {"answer": ok}}]},
     ]))  # fmt: skip
-    code, folder = solve(["task=gemm", "arch=sm_90a", "mode=tools", "llm=scripted", f"llm.path={script}",
-                          f"runs_dir={runs_dir}", f"run_id={run_id}"])  # fmt: skip
+    code, folder = solve(["task=gemm", "arch=sm_90a", "mode=tools", "eval.gpu=false", "llm=scripted",
+                          f"llm.path={script}", f"runs_dir={runs_dir}", f"run_id={run_id}"])  # fmt: skip
     assert code == 0
     return folder.path
 
