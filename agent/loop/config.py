@@ -178,7 +178,7 @@ class ScriptedConfig(PolicyConfig):
     def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
         from agent.loop.policies.offline import ScriptedPolicy
 
-        return ScriptedPolicy(self.path, self.label)
+        return ScriptedPolicy(self.path, self.label, task, arch)
 
 
 class ReplayConfig(PolicyConfig):

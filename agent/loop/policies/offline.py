@@ -11,8 +11,9 @@ In tools mode (mode=tools) an item is one model reply, and may call tools (its t
                   {"name": "sanitize", "arguments": {"tool": "racecheck"}, "answer_file": "gemm.md"},
                   {"name": "evaluate", "arguments": "{not json"}]}
 `arguments` is an object or the raw string the model sent (malformed JSON stays malformed); `answer_file`, a file
-beside the fixture, is put into the arguments as `answer`. The reference policy's tools-mode replies are
-compile, evaluate, then submit of the reference answer.
+beside the fixture, is put into the arguments as `answer`, or, with `"reference_answer": true`, the task's
+reference answer on the run's arch (tasks/solutions: kept in one place, not copied into fixtures). The
+reference policy's tools-mode replies are compile, evaluate, then submit of the reference answer.
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ class ScriptedCall(BaseModel):
     id: str | None = None
     arguments: dict[str, Any] | str = Field(default_factory=dict)
     answer_file: str | None = Field(None, description="A file beside the fixture: the arguments' `answer`.")
+    reference_answer: bool = Field(False, description="The task's reference answer as the arguments' `answer`.")
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> ScriptedCall:
+        if self.answer_file is not None and self.reference_answer:
+            raise ValueError("give answer_file or reference_answer, not both")
+        return self
 
 
 class ScriptedAnswer(BaseModel):
@@ -109,10 +117,12 @@ def _of(label: str | None) -> str:
 
 
 class ScriptedPolicy:
-    """Fixture answers, one per turn; `label` names the model that wrote them."""
+    """Fixture answers, one per turn; `label` names the model that wrote them. `task` and `arch` are the run's,
+    for calls that carry the reference answer."""
 
-    def __init__(self, path: Path, label: str | None = None):
+    def __init__(self, path: Path, label: str | None = None, task: Task | None = None, arch: Arch | None = None):
         self.path, self.label = path, label
+        self.reference = reference_answer(task.name, arch) if task is not None and arch is not None else None
         try:
             items = loads(path.read_text(encoding="utf-8"))
         except OSError as e:
@@ -131,7 +141,7 @@ class ScriptedPolicy:
             if answer.file is not None:
                 answer = answer.model_copy(update={"text": _beside(path, answer.file, i + 1), "file": None})
             self.answers.append(answer)
-            self.calls.append(tuple(_call(path, c, i + 1, n) for n, c in enumerate(answer.tool_calls)))
+            self.calls.append(tuple(self._call(c, i + 1, n) for n, c in enumerate(answer.tool_calls)))
         self.max_answers = self.max_steps = len(self.answers)
 
     def describe(self) -> str:
@@ -154,16 +164,19 @@ class ScriptedPolicy:
     def close(self) -> None:
         pass
 
-
-def _call(fixture: Path, call: ScriptedCall, number: int, position: int) -> ToolCall:
-    """A fixture's call as the endpoint would send it: the arguments as a JSON string."""
-    arguments = call.arguments
-    if call.answer_file is not None:
-        if not isinstance(arguments, dict):
-            raise ConfigError(f"llm.path: {fixture}, answer {number}: answer_file needs arguments as an object")
-        arguments = {**arguments, "answer": _beside(fixture, call.answer_file, number)}
-    raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-    return ToolCall(id=call.id or f"call_{number}_{position}", name=call.name, arguments=raw)
+    def _call(self, call: ScriptedCall, number: int, position: int) -> ToolCall:
+        """A fixture's call as the endpoint would send it: the arguments as a JSON string."""
+        where = f"llm.path: {self.path}, answer {number}"
+        arguments = call.arguments
+        if call.answer_file is not None or call.reference_answer:
+            if not isinstance(arguments, dict):
+                raise ConfigError(f"{where}: an answer_file or reference_answer needs arguments as an object")
+            if call.reference_answer and self.reference is None:
+                raise ConfigError(f"{where}: reference_answer, but the run's task has no reference answer on its arch")
+            answer = self.reference if call.reference_answer else _beside(self.path, call.answer_file, number)
+            arguments = {**arguments, "answer": answer}
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        return ToolCall(id=call.id or f"call_{number}_{position}", name=call.name, arguments=raw)
 
 
 class ReplayPolicy:

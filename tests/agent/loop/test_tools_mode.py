@@ -16,6 +16,7 @@ from agent.loop.checkpoints import check_database
 from agent.loop.records import ReplyStep, StopReason, ToolCall, ToolStep
 from agent.loop.store import RunFolder
 from agent.loop.toolcalls import NO_CALL, TOOL_NAMES, Refused, parse
+from tasks.solutions import reference_answer
 from tests.agent.helpers import FIXTURES, RecordedGpu, answer_replaying, fixture_text, solve, write_script
 from tests.agent.loop.test_solve_cli import _events, cli
 from tests.agent.openai_server import OpenAIServer, tool_calls
@@ -59,7 +60,7 @@ def test_the_done_when_command_submits_through_compile_evaluate_submit(runs_dir:
     assert submitted.cached and submitted.result.endswith("Submitted: the run ends with this answer.")
     (turn,) = folder.turns()
     assert turn.tools.submitted and turn.tools.step == 3 and turn.evaluation.status == "unverified"
-    assert turn.response == (SUBMIT_FIXTURE.parent / "gemm_sm_90a.md").read_text()
+    assert turn.response == reference_answer("gemm", "sm_90a")
     summary = folder.summary()
     assert summary.mode == "tools" and summary.stop_reason == StopReason.SUBMITTED and summary.tools.submitted
     lines = (folder.path / "trajectory.jsonl").read_text().splitlines()
