@@ -46,6 +46,19 @@ Each line is `{"messages": [...], "metadata": {...}}`. Only the last assistant m
   ```
 """
 
+TOOLS_TRAINING = """\
+Each line is `{"messages": [...], "tools": [...], "metadata": {...}}`: the whole tool-calling conversation, every
+assistant message (its `tool_calls`) carrying the loss (`weight` 1), the tool results and the loop's notices not.
+
+- OpenAI-style fine-tuning reads `messages` (with `tool_calls` and `tool` messages), `tools` and `weight`.
+- TRL's `SFTTrainer` reads `messages` and `tools`, rendered through the model's chat template (it must know
+  tool calls, as Qwen3's does); `assistant_only_loss=True` trains on the assistant messages alone:
+
+  ```python
+  ds = load_dataset("json", data_files=FILE, split="train").remove_columns(["metadata"])
+  ```
+"""
+
 
 def build_card(
     kind: Kind,
@@ -167,7 +180,7 @@ def markdown(card: dict[str, Any]) -> str:
         ):
             if key in facts:
                 lines += [_table((title, "examples"), list(facts[key].items())), ""]
-    lines += ["## Training on it", "", TRAINING]
+    lines += ["## Training on it", "", TOOLS_TRAINING if card["format"] == "tools" else TRAINING]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
 
 

@@ -32,6 +32,8 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
                          f"runs_dir={root / 'runs'}", f"run_id={run_id}"], gpu=RecordedGpu())  # fmt: skip
         assert code == 0
     assert main([str(root / "runs"), "format=tools", f"out={root / 'tools.jsonl'}"]) == 0
+    card = (root / "tools.card.md").read_text()
+    assert "**Format: tools**" in card and '{"messages": [...], "tools": [...], "metadata": {...}}' in card
     return [json.loads(line) for line in (root / "tools.jsonl").read_text().splitlines()]
 
 
