@@ -1,4 +1,4 @@
-"""`python -m agent.export_sft DIR… format=fixit|kernelgen out=FILE.jsonl [filters]`: supervised fine-tuning
+"""`python -m agent.export_sft DIR… format=fixit|kernelgen|tools out=FILE.jsonl [filters]`: supervised fine-tuning
 data from run folders, with a data card beside it (agent/sft/export.py says what each file holds).
 Exit status: 0 written (also when no example survived: the card says where they went); 2 usage error, or an
 output that cannot be written."""
@@ -15,7 +15,7 @@ with needs("agent", "python -m agent.export_sft"):
     from agent.loop.store import find_runs
     from agent.sft.export import ExportSettings, export
 
-SYNOPSIS = "python -m agent.export_sft DIR… format=fixit|kernelgen out=FILE.jsonl [key=value …]"
+SYNOPSIS = "python -m agent.export_sft DIR… format=fixit|kernelgen|tools out=FILE.jsonl [key=value …]"
 
 
 def usage() -> str:

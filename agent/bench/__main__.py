@@ -1,4 +1,4 @@
-"""`python -m agent.bench tasks=… archs=… [llm=…] [samples=K] [max_turns=T] [modes=single,multi]
+"""`python -m agent.bench tasks=… archs=… [llm=…] [samples=K] [max_turns=T] [modes=single,multi,tools]
 [concurrency=N] [key=value …]`: many repair-loop runs at once, each a normal run folder under one bench
 folder, then a score table; `resume=BENCH_ID` (or the same command with the same bench_id) continues one.
 Exit status: 0 every run finished (whatever the models achieved); 1 some stopped on an error (continue
@@ -13,7 +13,7 @@ from agent import cli
 from tools.extras import needs
 
 with needs("agent", "python -m agent.bench"):
-    from agent.bench.plan import MODES, RESERVED, save
+    from agent.bench.plan import DEFAULT_MODES, RESERVED, save
     from agent.bench.run import DEFAULTS, check_runs, configure, run_bench
     from agent.loop.config import ENDPOINT_KEYS, setting_default
 
@@ -21,7 +21,7 @@ with needs("agent", "python -m agent.bench"):
 def usage() -> str:
     return "\n".join(
         [
-            "usage: python -m agent.bench tasks=T,… archs=A,… [llm=…] [samples=K] [max_turns=T] [modes=single,multi]",
+            "usage: python -m agent.bench tasks=T,… archs=A,… [llm=…] [samples=K] [max_turns=T] [modes=M,…]",
             "                             [concurrency=N] [runs_dir=DIR] [bench_id=ID] [agent.solve key=value …]",
             "       python -m agent.bench resume=BENCH_ID [runs_dir=DIR] [concurrency=N] [llm.base_url=… …]",
             "",
@@ -29,7 +29,8 @@ def usage() -> str:
             "  archs        sm_90a, sm_100a or aliases (h100, b200, …), or all",
             f"  samples      trajectories per task × arch × mode [{DEFAULTS['samples']}]",
             f"  max_turns    turns of a multi-turn (repair) trajectory [{DEFAULTS['max_turns']}]",
-            f"  modes        single (max_turns=1 samples), multi (max_turns=T repair) [{','.join(MODES)}]",
+            f"  modes        single (max_turns=1 samples), multi (max_turns=T repair), tools (the model calls the "
+            f"harness's tools until it submits, max_evaluations=T) [{','.join(DEFAULT_MODES)}]",
             f"  concurrency  runs at once (model calls overlap, GPU stages queue) [{DEFAULTS['concurrency']}]",
             f"  runs_dir     where the bench folder goes [{setting_default('runs_dir')}]",
             "  bench_id     the bench folder's name [bench-<time>-<random>]; the same command and bench_id continue it",

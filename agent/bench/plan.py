@@ -30,16 +30,20 @@ from tools.answer import format_validation_error
 from tools.options import Profile
 
 BENCH_FORMAT = 1
-MODES = ("single", "multi")
+MODES = ("single", "multi", "tools")
+Mode = Literal["single", "multi", "tools"]
+DEFAULT_MODES = ("single", "multi")  # tools is asked for by name: not every endpoint serves function calls
 # Settings a mode changes unless the bench sets them: the perf pass feeds the next turn, which a single-shot
-# sample does not have.
-MODE_DEFAULTS: dict[str, dict[str, Any]] = {"single": {"eval.profile": Profile.COUNTS}, "multi": {}}
+# sample does not have. A tools run (mode=tools) gets as many GPU evaluations as a repair run has turns, so the
+# three compare at equal evaluations (run_settings).
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {"single": {"eval.profile": Profile.COUNTS}, "multi": {}, "tools": {}}
 MAX_RUNS = 100_000  # a plan is built whole and kept in bench.json: 10^8 samples would take gigabytes
 # Settings agent.bench sets for each run itself, or that a bench cannot share across runs.
 RESERVED = {
     "task": "use tasks=",
     "arch": "use archs=",
     "run_id": "run ids are task-arch-mode-sample",
+    "mode": "use modes=single,multi,tools",
     "eval.device": "a bench uses every visible GPU; choose them with CUDA_VISIBLE_DEVICES",
 }
 
@@ -50,7 +54,7 @@ class PlannedRun(BaseModel):
     run_id: str
     task: str
     arch: str
-    mode: Literal["single", "multi"]
+    mode: Mode
     sample: int = Field(description="0-based sample number within task × arch × mode.")
     max_turns: int
 
@@ -65,7 +69,7 @@ class Bench(BaseModel):
     archs: list[str]
     samples: int = Field(ge=1, description="Trajectories per task × arch × mode.")
     max_turns: int = Field(ge=1, description="Turns of a multi-turn trajectory (a single-shot one has 1).")
-    modes: list[Literal["single", "multi"]]
+    modes: list[Mode]
     solve: dict[str, str] = Field(description="agent.solve settings every run shares, as given (key=value).")
     runs: list[PlannedRun]
     resumed: list[dict[str, Any]] = Field(default_factory=list, description="When continued, and what changed.")
@@ -87,7 +91,12 @@ def run_settings(bench: Bench) -> dict[Shared, SolveConfig]:
     settings = {}
     for task, arch, mode in itertools.product(bench.tasks, bench.archs, bench.modes):
         fixed = {"task": task, "arch": arch, "max_turns": turns(mode, bench.max_turns)}
-        settings[task, arch, mode] = solve_settings({**MODE_DEFAULTS[mode], **bench.solve, **fixed})
+        if mode == "tools":
+            fixed["mode"] = "tools"
+            base = {"max_evaluations": str(bench.max_turns), **MODE_DEFAULTS[mode]}
+        else:
+            base = MODE_DEFAULTS[mode]
+        settings[task, arch, mode] = solve_settings({**base, **bench.solve, **fixed})
     return settings
 
 
@@ -128,7 +137,7 @@ def plan(
     """The bench and its runs, in the order they are started: task, arch, mode, sample."""
     bad_modes = [m for m in modes if m not in MODES]
     if bad_modes or not modes:
-        raise ConfigError(f"unknown mode {', '.join(bad_modes) or '(none)'}; modes are single, multi")
+        raise ConfigError(f"unknown mode {', '.join(bad_modes) or '(none)'}; modes are {', '.join(MODES)}")
     if "multi" in modes and max_turns < 2:
         raise ConfigError("mode multi needs max_turns ≥ 2 (a one-turn run is a single-shot sample)")
     for key, why in RESERVED.items():

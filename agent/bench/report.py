@@ -54,6 +54,7 @@ def write_report(
         _headline(scores),
         _budget(budget, drawn.get("success_vs_budget")),
         *([definitions] if definitions else []),
+        *([tools_section(trajs)] if any(score.mode(t) == "tools" for t in trajs) else []),
         _per_task(scores),
         *([_workloads(workloads)] if workloads else []),
         _speedups(trajs, drawn.get("speedup_by_task")),
@@ -86,6 +87,8 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
         "trajectory (its best turn within the limit) or per attempt (share of turns within the limit).",
         "- **geomean**: geometric mean of the speedups of correct attempts; *best*: of correct trajectories' best.",
         "- **single** runs are one-turn samples; **multi** runs repair for up to max_turns turns and stop once solved.",
+        "- **tools** runs call the harness's tools (compile, evaluate, profile, sanitize) until they submit: scored by "
+        "the answer they submitted (or, never submitting, by their best evaluated one) and by what they spent.",
     ]
     if unfinished:
         shown = ", ".join(unfinished[:UNFINISHED_LISTED]) + (" …" if len(unfinished) > UNFINISHED_LISTED else "")
@@ -149,14 +152,17 @@ def _budget(points: list[score.BudgetPoint], plot: str | None) -> str:
         "## Single-shot vs repair at equal attempt budgets",
         "",
         "pass@k: the unbiased estimator 1 − C(n−c, k)/C(n, k) over each problem's n single-shot samples (c correct); "
-        "repair@k: the share of repair runs correct within k turns. Pooled rows are means over problems; "
-        "'-': k exceeds the samples or the turns.",
+        "repair@k: the share of repair runs correct within k turns; tools@k: the share of tools runs whose result is "
+        "correct and which spent at most k GPU evaluations. Pooled rows are means over problems; "
+        "'-': k exceeds the samples or the turns, or no runs of that mode.",
     ]
     if not points:
-        return "\n".join([*text, "", "(needs both single and multi runs of a problem)"])
+        return "\n".join([*text, "", "(needs runs of two modes of a problem: single, multi, tools)"])
     if plot:
         text += ["", f"![success vs attempt budget]({plot})"]
-    headers = ("model", "task", "arch", "k", "pass@k", "repair@k", "fast_1 pass@k", "fast_1 repair@k")
+    tools = any(p.tools_n for p in points)
+    headers = ("model", "task", "arch", "k", "pass@k", "repair@k", *(("tools@k",) if tools else ()),
+               "fast_1 pass@k", "fast_1 repair@k", *(("fast_1 tools@k",) if tools else ()))  # fmt: skip
     rows = [
         (
             g.model,
@@ -165,14 +171,42 @@ def _budget(points: list[score.BudgetPoint], plot: str | None) -> str:
             p.k,
             percent(p.pass_at_k),
             percent(p.repair_at_k),
+            *((percent(p.tools_at_k),) if tools else ()),
             percent(p.fast1_pass_at_k),
             percent(p.fast1_repair_at_k),
+            *((percent(p.fast1_tools_at_k),) if tools else ()),
         )
         for p in points
         if p.k in BUDGETS_SHOWN
         and not (score.pooled((g := p.group).task) and score.pooled(g.arch) and _single_arch(points))
     ]
     return "\n".join([*text, "", markdown_table(headers, rows)])
+
+
+def tools_section(trajs: list[Trajectory]) -> str:
+    """Tools runs per model, task and arch: how many submitted, how many were correct, and what they spent."""
+    groups: dict[tuple[str, str, str], list[Trajectory]] = {}
+    for t in trajs:
+        if score.mode(t) == "tools":
+            task, arch = score._problem(t)
+            groups.setdefault((score.model(t), task, arch), []).append(t)
+    headers = ("model", "task", "arch", "runs", "submitted", "correct", "unverified", "evaluations (mean)",
+               "tool calls (mean)", "refused (mean)", "ended at a budget")  # fmt: skip
+    rows = []
+    for key, runs in sorted(groups.items()):
+        spent = [score.tools_row(t) for t in runs]
+        n = len(runs)
+        rows.append((*key, n, percent(sum(bool(r["submitted"]) for r in spent) / n),
+                     percent(sum(score.correct_at(t, 1) for t in runs) / n),
+                     percent(sum(score.unverified_at(t, 1) for t in runs) / n),
+                     f"{sum(score.evaluations(t) for t in runs) / n:.1f}",
+                     f"{sum(r['tool_calls'] or 0 for r in spent) / n:.1f}",
+                     f"{sum(r['refused_calls'] or 0 for r in spent) / n:.1f}",
+                     sum(r["budget"] is not None and not r["submitted"] for r in spent)))  # fmt: skip
+    text = ("## Tools mode: what was submitted, and what it spent\n\nA run that never submitted is scored by "
+            "its best evaluated answer (`submitted` counts the others). Evaluations are GPU evaluations; tool "
+            "calls count the refused ones (bad arguments, unknown tools, calls past the budget).")  # fmt: skip
+    return text + "\n\n" + markdown_table(headers, rows)
 
 
 def _single_arch(points: list[score.BudgetPoint]) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.bench import score
 from agent.bench.plan import (
-    MODES,
+    DEFAULT_MODES,
     Bench,
     PlannedRun,
     Shared,
@@ -100,7 +100,7 @@ def configure(pairs: dict[str, str]) -> Configured:
         archs=resolve_archs(pairs.pop("archs")),
         samples=_count(pairs, "samples"),
         max_turns=_count(pairs, "max_turns"),
-        modes=[m.strip() for m in pairs.pop("modes", ",".join(MODES)).split(",") if m.strip()],
+        modes=[m.strip() for m in pairs.pop("modes", ",".join(DEFAULT_MODES)).split(",") if m.strip()],
         solve=pairs,
     )
     bench_dir = runs_dir / wanted.bench_id

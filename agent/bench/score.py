@@ -49,8 +49,17 @@ LABELS = {"passed": "passed", "unverified": "unverified", "mismatch": "mismatch"
 
 
 def mode(traj: Trajectory) -> str:
-    """'single' for a one-turn run (a single-shot sample), 'multi' for a repair run."""
+    """'tools' for a tools-mode run (its one turn: what it submitted), 'single' for a one-turn run (a single-shot
+    sample), 'multi' for a repair run."""
+    if traj.config.mode == "tools":
+        return "tools"
     return "single" if max_turns(traj) == 1 else "multi"
+
+
+def evaluations(traj: Trajectory) -> int:
+    """The GPU evaluations a run spent: a tools run's count, else its turns (one evaluation each)."""
+    outcome = traj.turns[-1].tools if traj.turns else None
+    return outcome.evaluations if outcome is not None else len(traj.turns)
 
 
 def model(traj: Trajectory) -> str:
@@ -327,6 +336,9 @@ class BudgetPoint:
     multi_n: int
     repair_at_k: float | None
     fast1_repair_at_k: float | None
+    tools_n: int = 0
+    tools_at_k: float | None = None  # the share of tools runs whose result is correct, spending ≤ k evaluations
+    fast1_tools_at_k: float | None = None
 
     def row(self) -> dict[str, Any]:
         row = {f.name: getattr(self.group, f.name) for f in fields(Group) if f.name != "mode"}
@@ -350,14 +362,23 @@ def _repaired(multis: list[Trajectory], k: int) -> tuple[float | None, float | N
     return sum(correct_at(t, k) for t in multis) / n, sum(fast_at(t, k, 1.0) for t in multis) / n
 
 
+def _tooled(runs: list[Trajectory], k: int) -> tuple[float, float]:
+    """(correct, fast_1) over one problem's tools runs: each scored by its result, counted at budget k when it
+    spent at most k GPU evaluations."""
+    within = [t for t in runs if evaluations(t) <= k]
+    n = len(runs)
+    return sum(correct_at(t, 1) for t in within) / n, sum(fast_at(t, 1, 1.0) for t in within) / n
+
+
 def _pooled(values: list[float | None]) -> float | None:
     """The mean over problems, each weighed equally; None when a problem's value is undefined."""
     return None if None in values else sum(values) / len(values)  # type: ignore[arg-type]
 
 
 def single_vs_multi(trajs: list[Trajectory]) -> list[BudgetPoint]:
-    """Budgets k = 1 … max(samples, max_turns) for every problem and pooled group that has runs of both
-    modes; a pooled group's values are means over its problems (each side over the problems it ran)."""
+    """Budgets k = 1 … max(samples, max_turns) for every problem and pooled group that has runs of two of the
+    modes (single, multi, tools); a pooled group's values are means over its problems (each side over the
+    problems it ran). k counts GPU evaluations: k samples, k turns, or a tools run's evaluations."""
     points = []
     for group, members in grouped(trajs, by_mode=False).items():
         problems: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
@@ -365,12 +386,14 @@ def single_vs_multi(trajs: list[Trajectory]) -> list[BudgetPoint]:
             problems[_problem(traj)].append(traj)
         singles = [s for s in ([t for t in ts if mode(t) == "single"] for ts in problems.values()) if s]
         multis = [m for m in ([t for t in ts if mode(t) == "multi"] for ts in problems.values()) if m]
-        if not singles or not multis:
+        tooled = [m for m in ([t for t in ts if mode(t) == "tools"] for ts in problems.values()) if m]
+        if sum(map(bool, (singles, multis, tooled))) < 2:
             continue
-        top = max(max(len(s) for s in singles), max(max_turns(t) for m in multis for t in m))
+        top = max([len(s) for s in singles] + [max_turns(t) for m in multis + tooled for t in m])
         for k in range(1, top + 1):
-            sampled = [_sampled(s, k) for s in singles]
-            repaired = [_repaired(m, k) for m in multis]
+            sampled = [_sampled(s, k) for s in singles] or [(None, None)]
+            repaired = [_repaired(m, k) for m in multis] or [(None, None)]
+            tools = [_tooled(m, k) for m in tooled]
             points.append(
                 BudgetPoint(
                     group=group,
@@ -382,6 +405,9 @@ def single_vs_multi(trajs: list[Trajectory]) -> list[BudgetPoint]:
                     multi_n=sum(len(m) for m in multis),
                     repair_at_k=_pooled([v for v, _ in repaired]),
                     fast1_repair_at_k=_pooled([v for _, v in repaired]),
+                    tools_n=sum(len(m) for m in tooled),
+                    tools_at_k=_pooled([v for v, _ in tools]) if tools else None,
+                    fast1_tools_at_k=_pooled([v for _, v in tools]) if tools else None,
                 )
             )
     return points
@@ -442,4 +468,15 @@ def trajectory_row(traj: Trajectory) -> dict[str, Any]:
         "best_speedup_turn": next(
             (t.index for t in correct if best is not None and t.evaluation.speedup == best), None
         ),
+        "evaluations": evaluations(traj),
+        **tools_row(traj),
     }
+
+
+def tools_row(traj: Trajectory) -> dict[str, Any]:
+    """A tools run's end and spend (empty cells for the other modes)."""
+    outcome = traj.turns[-1].tools if traj.turns else None
+    if outcome is None:
+        return {"submitted": None, "tool_calls": None, "refused_calls": None, "budget": None}
+    return {"submitted": outcome.submitted, "tool_calls": outcome.tool_calls, "refused_calls": outcome.refused,
+            "budget": outcome.budget}  # fmt: skip

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, Union
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.cli import ConfigError
 from agent.loop.prompts import PARTS, parse_prompt, prompt_name
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tasks.schema import Task
 
 History = Literal["full", "last", "digest"]
+Mode = Literal["turns", "tools"]
 # Where llm=openai's model and base URL come from when the command line does not say (agent/loop/command_line.py
 # reads them); the key comes only ever from the environment.
 MODEL_ENV, BASE_URL_ENV, KEY_ENV = "PTXBENCH_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY"
@@ -177,7 +178,7 @@ class ScriptedConfig(PolicyConfig):
     def policy(self, task: Task, arch: Arch, runs_dir: Path, journal: Journal) -> Policy:
         from agent.loop.policies.offline import ScriptedPolicy
 
-        return ScriptedPolicy(self.path, self.label)
+        return ScriptedPolicy(self.path, self.label, task, arch)
 
 
 class ReplayConfig(PolicyConfig):
@@ -279,7 +280,19 @@ class SolveConfig(BaseModel):
     llm: LLMConfig = Field(
         default_factory=POLICIES[0], title="policy", description=f"The policy: {', '.join(POLICY_NAMES)}."
     )
-    max_turns: int = Field(8, ge=1, le=MAX_TURNS, description="Turns at most.")
+    mode: Mode = Field(
+        "turns",
+        description="turns: one answer per turn, the harness's feedback after each; tools: the model calls the "
+        "harness as function tools (compile, evaluate, profile, sanitize, task, submit) until it submits.",
+    )
+    max_turns: int = Field(8, ge=1, le=MAX_TURNS, description="Turns at most (mode=turns).")
+    max_tool_calls: int = Field(
+        40, ge=1, le=MAX_TURNS, description="Tool calls at most (mode=tools), refused ones counted."
+    )
+    max_evaluations: int = Field(
+        8, ge=1, le=MAX_TURNS,
+        description="GPU evaluations at most (mode=tools: evaluate, profile, sanitize; a submit is always evaluated).",
+    )  # fmt: skip
     history: History = Field(
         "full",
         description="What the model sees of earlier turns: all of them, only the last, or the last in full and "
@@ -326,12 +339,20 @@ class SolveConfig(BaseModel):
         """Recorded in one spelling (full, base, none, or the parts in the pack's order), so variants compare."""
         return prompt_name(parse_prompt(value))
 
+    @model_validator(mode="after")
+    def _tools_unseeded(self) -> SolveConfig:
+        """A seed opens a turns conversation (an answer and its feedback), which a tools run does not hold."""
+        if self.mode == "tools" and self.seed is not None:
+            raise ValueError("seed.run opens a turns-mode conversation; mode=tools starts from the task alone")
+        return self
+
 
 # How a run reaches its policy and the GPUs: what a continued bench, or mining again, may change.
 ENDPOINT_KEYS = tuple(sorted({*(f"llm.{key}" for p in POLICIES for key in p.resumable), "eval.pool"}))
 # Keys a resumed run may change: its limits and how to reach the endpoint and the GPUs, never what it is solving.
 RESUMABLE = frozenset({
     "max_turns", "max_tokens_total", "max_wall_s", "unverified_turns", "runs_dir", *ENDPOINT_KEYS,
+    "max_tool_calls", "max_evaluations",
     "eval.device", "eval.timeout_s", "eval.static_timeout_s",
 })  # fmt: skip
 

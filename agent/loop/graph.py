@@ -4,6 +4,9 @@ routers (routing.py):
   generate → extract → compile → gpu → feedback → generate …
   a failing step routes straight to feedback; feedback ends the run when a stopping rule says so.
 
+  mode=tools: agent → tools → tools … → agent … → finish
+  the agent's reply calls tools, run one per step by the tool node; submit or a spent budget ends the run.
+
 `graph` is the compiled graph for LangGraph's own tooling (langgraph.json); `python -m agent.graph`
 (agent/graph.py) prints it as Mermaid.
 """
@@ -14,7 +17,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from agent.loop import nodes, routing
+from agent.loop import nodes, routing, tool_nodes
 from agent.loop.state import LoopState, RunContext
 
 
@@ -25,7 +28,10 @@ def build_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
     builder.add_node("compile", nodes.compile_)
     builder.add_node("gpu", nodes.gpu)
     builder.add_node("feedback", nodes.feedback)
-    builder.add_edge(START, "generate")
+    builder.add_node("agent", tool_nodes.agent)
+    builder.add_node("tools", tool_nodes.tools)
+    builder.add_node("finish", tool_nodes.finish)
+    builder.add_conditional_edges(START, routing.start, {"turns": "generate", "tools": "agent"})
     builder.add_edge("generate", "extract")
     # The routers' outcomes label the edges in the drawing.
     builder.add_conditional_edges("extract", routing.after_extract, {"solution": "compile", "no_solution": "feedback"})
@@ -34,6 +40,13 @@ def build_graph(checkpointer: Checkpointer = None) -> CompiledStateGraph:
     )
     builder.add_edge("gpu", "feedback")
     builder.add_conditional_edges("feedback", routing.after_feedback, {"next_turn": "generate", "stop": END})
+    builder.add_conditional_edges(
+        "agent", routing.after_agent, {"tool_calls": "tools", "no_tool_call": "agent", "stop": "finish"}
+    )
+    builder.add_conditional_edges(
+        "tools", routing.after_tools, {"next_call": "tools", "next_reply": "agent", "stop": "finish"}
+    )
+    builder.add_edge("finish", END)
     return builder.compile(checkpointer=checkpointer, name="ptxbench-repair-loop")
 
 

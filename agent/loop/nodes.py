@@ -279,6 +279,7 @@ def write_summary(ctx: RunContext, stop_reason: str | None, detail: str | None =
         arch=str(ctx.arch),
         policy=ctx.policy.describe(),
         stop_detail=detail,
+        mode=ctx.settings.mode,
     )
     ctx.folder.write_summary(summary)
     return summary

@@ -97,7 +97,11 @@ def system_prompt(arch: Arch, parts: tuple[str, ...] = PARTS) -> str:
     return render("system.md", arch=arch, arch_name=ARCH_NAMES[arch], knowledge=section).rstrip() + "\n"
 
 
-def task_prompt(task: Task, arch: Arch, *, trials: int, target_speedup: float, max_turns: int) -> str:
+def task_prompt(
+    task: Task, arch: Arch, *, trials: int, target_speedup: float, max_turns: int, tools: tuple[int, int] | None = None
+) -> str:
+    """The task's text; `tools` (max_tool_calls, max_evaluations) for a tools-mode run, which gets the tools'
+    section in place of its turn count."""
     dims = task.dims
     flops = evaluate(task.flops, dims)
     by_init: dict[str, list[str]] = {}
@@ -126,8 +130,8 @@ def task_prompt(task: Task, arch: Arch, *, trials: int, target_speedup: float, m
         targets=_targets(task, arch),
         baseline=_baseline(task, arch, flops),
         target_speedup=f"{target_speedup:g}×",
-        max_turns=max_turns,
-    )
+        attempts=f"You have {max_turns} turns." if tools is None else "You have the tools below.",
+    ) + ("" if tools is None else "\n\n" + render("tools.md", max_tool_calls=tools[0], max_evaluations=tools[1]))
 
 
 def worked_example(task: Task, arch: Arch) -> str:

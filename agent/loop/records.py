@@ -1,6 +1,8 @@
 """The run folder's records, one pydantic model each: a Turn (one model call and its evaluation) and the Trajectory of
 turns, the run's config.json (RunConfig, PolicyRecord) and summary.json (RunSummary, TurnRecord, Outcome), and why a
-run stopped (StopReason). agent/loop/store.py reads and writes them; everything downstream reads only these."""
+run stopped (StopReason). A tools-mode run (mode=tools) also writes a step per model reply (ReplyStep) and per
+tool call (ToolStep) to trajectory.jsonl, and one Turn at its end: the submitted (or best evaluated) answer.
+agent/loop/store.py reads and writes them; everything downstream reads only these."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from tasks.schema import UnknownName
 from tools.evaluation import Evaluation, Status
 from tools.solution import Solution
 
-TRAJECTORY_FORMAT = 1
+TRAJECTORY_FORMAT = 2  # 2: tools-mode steps (ReplyStep, ToolStep) and Turn.tools; a format-1 file reads as it did
 
 
 class Message(BaseModel):
@@ -32,6 +34,66 @@ class ReplyCut(BaseModel):
     sha256: str = Field(description="Of those bytes.")
     archive: str = Field(description="The side file, relative to the run folder: the original bytes, gzipped.")
     archived_bytes: int = Field(description="How many of the original bytes the side file holds (it has a cap).")
+
+
+class ToolCall(BaseModel):
+    """One function call in a model's reply, as the chat-completions API carries it."""
+
+    id: str = Field(description="The call's id, which its result names (tool_call_id).")
+    name: str
+    arguments: str = Field(description="The arguments as the model wrote them: a JSON object, or not.")
+
+
+class ReplyStep(BaseModel):
+    """A tools-mode model reply: its text and the tool calls it made (each then a ToolStep)."""
+
+    kind: Literal["reply"] = "reply"
+    format_version: int = TRAJECTORY_FORMAT
+    step: int = Field(description="1-based number of the model call in the run.")
+    notice: str | None = Field(None, description="The user message the loop added just before this call, if any "
+                               "(a reply without tool calls answered, a budget's request to submit).")  # fmt: skip
+    content: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_seconds: float = 0.0
+    started_at: str
+
+
+class ToolStep(BaseModel):
+    """One tool call of a ReplyStep and what it returned to the model."""
+
+    kind: Literal["tool"] = "tool"
+    format_version: int = TRAJECTORY_FORMAT
+    step: int = Field(description="The ReplyStep whose call this is.")
+    call: int = Field(description="0-based position of the call in that reply.")
+    id: str
+    name: str
+    arguments: str
+    result: str = Field(description="The text the model was given back (cut with a marker when long).")
+    refused: str | None = Field(None, description="Why the call was answered with one line and not run: "
+                                "bad_arguments, unknown_tool, budget.")  # fmt: skip
+    evaluation: Evaluation | None = Field(None, description="What compile/evaluate/profile/sanitize/submit found.")
+    gpu_evaluation: bool = Field(False, description="It ran the GPU stages (counted against max_evaluations).")
+    cached: bool = Field(False, description="Answered from an earlier identical call; nothing ran again.")
+    seconds: float = 0.0
+
+
+Step = ReplyStep | ToolStep
+
+
+class ToolsOutcome(BaseModel):
+    """What a tools-mode run ended with and what it spent, on its one Turn."""
+
+    submitted: bool = Field(description="The model called submit; false: the run's answer is its best evaluated one.")
+    step: int | None = Field(None, description="The ReplyStep whose call gave the answer (None: no answer at all).")
+    replies: int = 0
+    tool_calls: int = Field(0, description="Every call counted, refused ones too.")
+    refused: int = Field(0, description="Calls answered with one line (bad arguments, unknown tool, budget).")
+    evaluations: int = Field(0, description="GPU evaluations (evaluate, profile, sanitize, submit reaching the GPU).")
+    budget: str | None = Field(None, description="The budget that asked the model to submit, if one did.")
 
 
 class Turn(BaseModel):
@@ -60,20 +122,23 @@ class Turn(BaseModel):
     notes_shown: list[str] | None = Field(
         None, description="The repair notes (their ids) the feedback showed; None: the run had no feedback.notes."
     )
+    tools: ToolsOutcome | None = Field(None, description="A tools-mode run's end: submitted or not, and its spend.")
 
     @model_serializer(mode="wrap")
     def _without_unset_notes(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A turn of a run without notes is written as before the field existed."""
+        """A turn of a run without notes (or of a turns-mode run) is written as before the field existed."""
         data = handler(self)
-        if data.get("notes_shown") is None:
-            data.pop("notes_shown", None)
+        for key in ("notes_shown", "tools"):
+            if data.get(key) is None:
+                data.pop(key, None)
         return data
 
 
 class StopReason(StrEnum):
-    """Why a run ended. The first six are stopping rules (the run finished); the others stopped it early,
+    """Why a run ended. The first nine are stopping rules (the run finished); the others stopped it early,
     and it can be resumed. `unverified`: the attempts cannot be run here (no GPU of the arch), and the run had
-    as many of them as it allows."""
+    as many of them as it allows. `submitted`, `tool_budget`, `evaluation_budget`: tools mode's ends (a budget's
+    end: the model was asked to submit and did not)."""
 
     SOLVED = "solved"
     MAX_TURNS = "max_turns"
@@ -81,6 +146,9 @@ class StopReason(StrEnum):
     WALL_BUDGET = "wall_budget"
     POLICY_EXHAUSTED = "policy_exhausted"
     UNVERIFIED = "unverified"
+    SUBMITTED = "submitted"
+    TOOL_BUDGET = "tool_budget"
+    EVALUATION_BUDGET = "evaluation_budget"
     MODEL_ERROR = "model_error"
     CONFIG_ERROR = "config_error"
     INTERRUPTED = "interrupted"
@@ -99,6 +167,9 @@ FINISHED = frozenset(
         StopReason.WALL_BUDGET,
         StopReason.POLICY_EXHAUSTED,
         StopReason.UNVERIFIED,
+        StopReason.SUBMITTED,
+        StopReason.TOOL_BUDGET,
+        StopReason.EVALUATION_BUDGET,
     }
 )
 
@@ -143,6 +214,7 @@ class RunSummary(BaseModel):
     task: str | None = None
     arch: str | None = None
     policy: str | None = Field(None, description="Who answered, in words (the policy's describe()).")
+    mode: str = setting_default("mode")
     outcome: Outcome = Outcome.FAILED
     turns: int = 0
     best_turn: int | None = None
@@ -158,6 +230,7 @@ class RunSummary(BaseModel):
     model_seconds: float = 0.0
     eval_seconds: float = 0.0
     per_turn: list[TurnRecord] = Field(default_factory=list)
+    tools: ToolsOutcome | None = Field(None, description="A tools-mode run: submitted or not, and what it spent.")
 
     @property
     def finished(self) -> bool:
@@ -199,6 +272,7 @@ class RunConfig(BaseModel):
     llm: PolicyRecord = Field(default_factory=PolicyRecord)
     policy: str | None = None
     # A record without them (an older run folder) reads as the settings' defaults.
+    mode: str = setting_default("mode")
     max_turns: int = setting_default("max_turns")
     history: str = setting_default("history")
     target_speedup: float = setting_default("target_speedup")
@@ -270,3 +344,4 @@ class Trajectory(BaseModel):
     config: RunConfig
     turns: list[Turn]
     summary: RunSummary | None = None
+    steps: list[Step] = Field(default_factory=list, description="A tools-mode run's replies and tool calls.")

@@ -10,6 +10,24 @@ from agent.loop.state import LoopState, TurnResult
 from tools.evaluation import Status
 
 
+def start(state: LoopState) -> Literal["turns", "tools"]:
+    """The run's mode, which its first input names (a run from before modes has turns)."""
+    return "tools" if state.get("mode") == "tools" else "turns"
+
+
+def after_agent(state: LoopState) -> Literal["tool_calls", "no_tool_call", "stop"]:
+    """A reply's calls run one by one; a reply without any is told so and asked again, unless the run ends."""
+    if state.get("stop_reason"):
+        return "stop"
+    return "tool_calls" if state.get("calls") else "no_tool_call"
+
+
+def after_tools(state: LoopState) -> Literal["next_call", "next_reply", "stop"]:
+    if state.get("stop_reason"):
+        return "stop"
+    return "next_call" if state.get("next_call", 0) < len(state.get("calls", [])) else "next_reply"
+
+
 def after_extract(state: LoopState) -> Literal["solution", "no_solution"]:
     """An answer that yielded no solution already carries its failed evaluation."""
     return "no_solution" if state.get("evaluation") else "solution"

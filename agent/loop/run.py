@@ -31,7 +31,7 @@ from agent.loop.journal import Journal
 from agent.loop.nodes import write_summary
 from agent.loop.policies import ModelError, Policy, make_policy
 from agent.loop.prompts import parse_prompt, system_prompt, task_prompt, toolchain
-from agent.loop.records import RunSummary
+from agent.loop.records import RunSummary, ToolsOutcome
 from agent.loop.redact import URL_MASK, redact
 from agent.loop.routing import stop_reason
 from agent.loop.seed import Seed, load_seed
@@ -193,6 +193,7 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
             trials=settings.eval.trials,
             target_speedup=settings.target_speedup,
             max_turns=settings.max_turns,
+            tools=(settings.max_tool_calls, settings.max_evaluations) if settings.mode == "tools" else None,
         ),
         notes=NoteIndex.of(settings.feedback),
     )
@@ -209,13 +210,12 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
         if go:
             journal.attach(folder.events_path)
             _cut_torn_tail(ctx)
-            done = len(graph.get_state(thread).values.get("results", []))
-            thread["recursion_limit"] = STEPS_PER_TURN * (settings.max_turns - done + 1) + 10
+            thread["recursion_limit"] = _recursion_limit(settings, graph.get_state(thread).values)
             final = graph.invoke(start, thread, context=ctx, durability="sync")
             reason = final.get("stop_reason")
         else:  # nothing to do: nothing in the run folder changes
             noop = True
-            reason = stop_reason(graph.get_state(thread).values["results"], settings, policy.max_answers)
+            reason = _finished(graph.get_state(thread).values, settings, policy)
             journal.say(f"run {folder.run_id} had already finished ({reason}); nothing to do")
     except ModelError as e:
         code, reason, detail = 1, "model_error", str(e)
@@ -254,6 +254,21 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
     return code
 
 
+def _recursion_limit(settings: SolveConfig, values: dict[str, Any]) -> int:
+    """Steps the rest of the run may take: five a turn; in tools mode a reply and a call per tool call (no reply
+    without a call goes uncounted), and the reply a spent budget asks for."""
+    if settings.mode == "tools":
+        return 2 * (settings.max_tool_calls - values.get("tool_calls", 0) + 3) + 10
+    return STEPS_PER_TURN * (settings.max_turns - len(values.get("results", [])) + 1) + 10
+
+
+def _finished(values: dict[str, Any], settings: SolveConfig, policy: Policy) -> str | None:
+    """Why a run whose graph has nothing left to do ended."""
+    if values.get("mode") == "tools":
+        return values.get("stop_reason")
+    return stop_reason(values.get("results", []), settings, policy.max_answers)
+
+
 def _cut_torn_tail(ctx: RunContext) -> None:
     """A run killed while writing a turn's line left it torn: cut it, so the turn is written again whole."""
     cut = ctx.folder.cut_torn_tail()
@@ -271,13 +286,17 @@ def _starting_input(graph: Any, thread: dict[str, Any], ctx: RunContext, seeded:
     if not snapshot.values:
         if recorded:
             raise ConfigError(f"{ctx.folder.path} holds {recorded} turns but no checkpoint to resume from")
-        return True, {"turn": 0, "stop_reason": None, **({"history": seeded} if seeded else {})}
+        return True, {"turn": 0, "stop_reason": None, "mode": ctx.settings.mode,
+                      **({"history": seeded} if seeded else {})}  # fmt: skip
     done = len(snapshot.values.get("results", []))
     if recorded > done + 1:  # only the turn whose feedback step was cut short may be ahead of the checkpoint
         raise ConfigError(f"{ctx.folder.path}: {recorded} turns recorded but the checkpoint has {done}")
     if snapshot.next:
-        ctx.journal.event("run.resume", turn=snapshot.values.get("turn"), next=list(snapshot.next))
+        ctx.journal.event("run.resume", turn=snapshot.values.get("turn"), step=snapshot.values.get("step"),
+                          next=list(snapshot.next))  # fmt: skip
         return True, None
+    if snapshot.values.get("mode") == "tools":  # a tools run ends once: at its submission or its budget
+        return False, None
     if stop_reason(snapshot.values.get("results", []), ctx.settings, ctx.policy.max_answers):
         return False, None
     ctx.journal.event("run.extend", turns_done=done)
@@ -287,7 +306,10 @@ def _starting_input(graph: Any, thread: dict[str, Any], ctx: RunContext, seeded:
 def _header(ctx: RunContext, resumed: bool, seed: Seed | None) -> None:
     say = ctx.journal.say
     verb = "resuming" if resumed else "run"
-    say(f"{verb} {ctx.folder.run_id}: {ctx.task.name} on {ctx.arch}, up to {ctx.settings.max_turns} turns")
+    settings = ctx.settings
+    limits = (f"tools mode, up to {settings.max_tool_calls} tool calls and {settings.max_evaluations} GPU "
+              "evaluations" if settings.mode == "tools" else f"up to {settings.max_turns} turns")  # fmt: skip
+    say(f"{verb} {ctx.folder.run_id}: {ctx.task.name} on {ctx.arch}, {limits}")
     say(f"  llm: {ctx.policy.describe()}")
     if seed is not None:
         say(f"  seeded with turn {seed.turn.index} of {seed.folder.path} ({seed.turn.evaluation.status.value})")
@@ -321,7 +343,19 @@ def summary_table(summary: RunSummary, folder: RunFolder) -> str:
         f"best speedup: {f'{speedup:.3f}×' if speedup is not None else '-'}  stop: {stop}",
         f"run folder: {folder.path}",
     ]
+    if summary.tools is not None:
+        lines.insert(-1, tools_line(summary.tools))
     return "\n".join(lines)
+
+
+def tools_line(tools: ToolsOutcome) -> str:
+    """A tools-mode run's end and spend, in words: whether the model submitted, or was scored by its best."""
+    how = (f"submitted at step {tools.step}" if tools.submitted else
+           "not submitted: scored by its best evaluated answer" + (f" (step {tools.step})" if tools.step else
+                                                                   " (none)"))  # fmt: skip
+    asked = f"; {tools.budget} asked it to submit" if tools.budget else ""
+    return (f"tools: {how}{asked}; {tools.replies} replies, {tools.tool_calls} tool calls ({tools.refused} "
+            f"refused), {tools.evaluations} GPU evaluations")  # fmt: skip
 
 
 def _now() -> str:

@@ -53,6 +53,23 @@ class LoopState(TypedDict, total=False):
     history: Annotated[list[Exchange], operator.add]
     results: Annotated[list[TurnResult], operator.add]
     stop_reason: str | None
+    # Tools mode (mode=tools; agent/loop/tool_nodes.py). The conversation is the chat-completions one, tool
+    # calls and results in it; calls run one per step, so a run killed between two resumes at the second.
+    mode: str  # the run's mode, set by the first input: where START goes
+    chat: Annotated[list[dict[str, Any]], operator.add]
+    step: int  # the model reply in flight, 1-based
+    calls: list[dict[str, Any]]  # its tool calls (ToolCall), and the next one to run
+    next_call: int
+    tool_calls: int  # counted, refused ones too
+    refused: int
+    evaluations: int  # GPU evaluations
+    tokens: int
+    spent_seconds: float  # model and evaluation time
+    cache: dict[str, dict[str, Any]]  # a call's key (toolcalls.Parsed.key) → its result and evaluation
+    best: dict[str, Any] | None  # the best evaluated answer: answer, evaluation, step
+    submitted: dict[str, Any] | None  # the submitted one, likewise
+    budget: str | None  # the budget that asked the model to submit
+    notice: str | None  # a user message to add before the next reply
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 runs/<run_id>/
   config.json        the run's settings (never secrets: redact.py masks credentials in them) and format version
-  trajectory.jsonl   one Turn per line, appended and flushed as each turn ends
+  trajectory.jsonl   one Turn per line, appended and flushed as each turn ends; a tools-mode run's lines are its
+                     steps (a ReplyStep per model reply, a ToolStep per tool call) and at the end one Turn
   summary.json       outcome, best attempt, metrics; rewritten after each turn
   events.log         structured log (JSON lines)
   checkpoints.sqlite the repair loop's LangGraph checkpoints (thread id = run id), for resume=RUN_ID
@@ -35,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agent.cli import ConfigError
-from agent.loop.records import TRAJECTORY_FORMAT, RunConfig, RunSummary, Trajectory, Turn
+from agent.loop.records import TRAJECTORY_FORMAT, ReplyStep, RunConfig, RunSummary, Step, ToolStep, Trajectory, Turn
 from agent.loop.redact import redact
 from agent.loop.writes import open_inside, write_inside
 from tools.answer import format_validation_error
@@ -168,32 +169,48 @@ class RunFolder:
             suffix = ".ptx" if turn.solution.language == "ptx" else ".cu"
             write_inside(stem.with_suffix(suffix), turn.solution.source, self.path)
             write_inside(stem.with_suffix(".launch.json"), turn.solution.launch.model_dump_json(indent=2), self.path)
+        self._append_line(turn.model_dump_json())
+
+    def append_step(self, step: Step) -> None:
+        """A tools-mode step's line, flushed to disk before returning."""
+        self._append_line(step.model_dump_json())
+
+    def _append_line(self, line: str) -> None:
         with open_inside(self.path / "trajectory.jsonl", "a", self.path, encoding="utf-8") as f:
-            f.write(turn.model_dump_json() + "\n")
+            f.write(line + "\n")
             f.flush()
             os.fsync(f.fileno())
 
     def turns(self, problems: list[str] | None = None) -> list[Turn]:
         """Every finished turn; a torn last line (a run killed mid-write) is ignored. Any other line that is
         not a turn raises RunFolderError, or, when `problems` is given, is skipped and said there (so that a
-        reader such as the inspector shows the rest)."""
+        reader such as the inspector shows the rest). A tools-mode step's line is not a turn: steps() reads it."""
+        return [r for r in self._records(problems) if isinstance(r, Turn)]
+
+    def steps(self, problems: list[str] | None = None) -> list[Step]:
+        """A tools-mode run's replies and tool calls, in order (none for a turns-mode run)."""
+        return [r for r in self._records(problems) if not isinstance(r, Turn)]
+
+    def _records(self, problems: list[str] | None) -> list[Turn | Step]:
         p = self.path / "trajectory.jsonl"
         if not p.is_file():
             return []
         lines = _text(p).splitlines()
-        turns = []
+        records: list[Turn | Step] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
+            model = _model_of(line)
             try:
-                turns.append(Turn.model_validate_json(line))
+                records.append(model.model_validate_json(line))
             except ValidationError as e:
                 if number == len(lines):
                     break
+                what = "a turn" if model is Turn else f"a {model.__name__}"
                 if problems is None:
-                    raise RunFolderError(f"{p}, line {number}: not a turn ({error_line(e)})") from None
-                problems.append(f"{p}, line {number}: not a turn ({error_line(e)})")
-        return turns
+                    raise RunFolderError(f"{p}, line {number}: not {what} ({error_line(e)})") from None
+                problems.append(f"{p}, line {number}: not {what} ({error_line(e)})")
+        return records
 
     def cut_torn_tail(self) -> int:
         """Cut a torn last line (no newline at its end: a run killed mid-write) from trajectory.jsonl, so the
@@ -224,7 +241,19 @@ class RunFolder:
                                          "would leave the folder); remove it to resume")  # fmt: skip
 
     def trajectory(self) -> Trajectory:
-        return Trajectory(run_id=self.run_id, config=self.config(), turns=self.turns(), summary=self.summary())
+        return Trajectory(run_id=self.run_id, config=self.config(), turns=self.turns(), summary=self.summary(),
+                          steps=self.steps())  # fmt: skip
+
+
+# A step's line starts with its kind (the models' first field), which is how a line is told from a turn's.
+_KIND = '{"kind":"'
+_STEP_KINDS: dict[str, type[ReplyStep | ToolStep]] = {"reply": ReplyStep, "tool": ToolStep}
+
+
+def _model_of(line: str) -> type[Turn | ReplyStep | ToolStep]:
+    if not line.startswith(_KIND):
+        return Turn
+    return _STEP_KINDS.get(line[len(_KIND) :].split('"', 1)[0], Turn)
 
 
 def _text(path: Path) -> str:

@@ -4,11 +4,14 @@ trajectory.jsonl. Turn outcomes are ranked as agent.loop.records.Outcome says.""
 from __future__ import annotations
 
 from agent.loop.records import Outcome, RunSummary, StopReason, Turn, TurnRecord
-from tools.evaluation import Status
+from tools.evaluation import Evaluation, Status
 
 
 def turn_outcome(turn: Turn, target_speedup: float) -> Outcome:
-    ev = turn.evaluation
+    return outcome_of(turn.evaluation, target_speedup)
+
+
+def outcome_of(ev: Evaluation, target_speedup: float) -> Outcome:
     if ev.solved(target_speedup):
         return Outcome.SOLVED
     if ev.correct:
@@ -56,4 +59,5 @@ def summarize(turns: list[Turn], *, target_speedup: float, stop_reason: StopReas
         model_seconds=round(sum(r.model_seconds for r in records), 3),
         eval_seconds=round(sum(r.eval_seconds for r in records), 3),
         per_turn=records,
+        tools=turns[-1].tools if turns else None,
     )

@@ -26,6 +26,9 @@ DESCRIPTIONS = {
     "where it was recorded)",
     "kernelgen": "kernel generation: system prompt, task prompt, and a passing attempt (weight 1; the "
     "reasoning in <think> tags where it was recorded), one per distinct solution",
+    "tools": "tool-calling conversations of tools-mode runs that submitted a passing answer: system prompt, task "
+    "prompt, each reply with its tool_calls (weight 1) and each result as a tool message; the function schemas in "
+    "each line's `tools`",
 }
 TRAINING = """\
 Each line is `{"messages": [...], "metadata": {...}}`. Only the last assistant message carries the loss.
@@ -40,6 +43,19 @@ Each line is `{"messages": [...], "metadata": {...}}`. Only the last assistant m
   ds = load_dataset("json", data_files=FILE, split="train").map(
       lambda ex: {"prompt": ex["messages"][:-1], "completion": ex["messages"][-1:]},
       remove_columns=["messages", "metadata"])
+  ```
+"""
+
+TOOLS_TRAINING = """\
+Each line is `{"messages": [...], "tools": [...], "metadata": {...}}`: the whole tool-calling conversation, every
+assistant message (its `tool_calls`) carrying the loss (`weight` 1), the tool results and the loop's notices not.
+
+- OpenAI-style fine-tuning reads `messages` (with `tool_calls` and `tool` messages), `tools` and `weight`.
+- TRL's `SFTTrainer` reads `messages` and `tools`, rendered through the model's chat template (it must know
+  tool calls, as Qwen3's does); `assistant_only_loss=True` trains on the assistant messages alone:
+
+  ```python
+  ds = load_dataset("json", data_files=FILE, split="train").remove_columns(["metadata"])
   ```
 """
 
@@ -167,7 +183,7 @@ def markdown(card: dict[str, Any]) -> str:
         ):
             if key in facts:
                 lines += [_table((title, "examples"), list(facts[key].items())), ""]
-    lines += ["## Training on it", "", TRAINING]
+    lines += ["## Training on it", "", TOOLS_TRAINING if card["format"] == "tools" else TRAINING]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
 
 

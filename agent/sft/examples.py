@@ -11,24 +11,32 @@ pair teaches repairing one attempt from its feedback. `unverified` (GPU stages s
 the attempt may have been right, so it never starts a pair. A turn whose reply was too large to keep whole
 (Turn.cuts) is in no example, as the answer or as the failed attempt: its recorded text is not what the
 model wrote.
+
+tools: a tools-mode run (mode=tools) that submitted a passing answer, as the tool-calling conversation it was:
+system, task prompt, then each reply as an assistant message with its `tool_calls` (weight 1: the whole
+trajectory is the behaviour taught), each result as a `tool` message (its `tool_call_id`), and the loop's
+notices as user messages; the tools' JSON schemas go in the line's `tools` field, as TRL's SFTTrainer reads a
+tool-calling dataset.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent.loop.records import Message, PolicyRecord, RunConfig, Trajectory, Turn
+from agent.loop.records import Message, PolicyRecord, ReplyStep, RunConfig, ToolStep, Trajectory, Turn
 from agent.loop.store import RunFolder
-from agent.loop.tokens import count_messages
+from agent.loop.tokens import count_messages, count_text
+from agent.loop.toolcalls import TOOLS, assistant_message, tool_message
 from tools.answer import AnswerError, extract_solution
 from tools.evaluation import Status
 from tools.ptx import COMMENT
 
-Kind = Literal["fixit", "kernelgen"]
-KINDS: tuple[Kind, ...] = ("fixit", "kernelgen")
+Kind = Literal["fixit", "kernelgen", "tools"]
+KINDS: tuple[Kind, ...] = ("fixit", "kernelgen", "tools")
 FAILED = frozenset(Status) - {Status.PASSED, Status.UNVERIFIED}
 _SPACE = re.compile(r"\s+")
 
@@ -58,6 +66,7 @@ class Example:
     targets_met: bool | None
     dedup_key: str
     tokens: int
+    tools: list[dict[str, Any]] | None = None  # the tools format: the function schemas the model was offered
 
     @property
     def mined(self) -> bool:
@@ -65,9 +74,10 @@ class Example:
         return self.wrong is not None and self.wrong.run_id != self.answer.run_id
 
     def line(self) -> dict[str, Any]:
-        """The JSONL object: `messages` for the trainer, `metadata` for people and analysis."""
+        """The JSONL object: `messages` (and `tools`) for the trainer, `metadata` for people and analysis."""
         return {
             "messages": self.messages,
+            **({"tools": self.tools} if self.tools is not None else {}),
             "metadata": {
                 "id": self.id,
                 "format": self.kind,
@@ -110,6 +120,8 @@ def examples(trajectory: Trajectory, kind: Kind) -> list[Example]:
     """Every candidate of `kind` in one run, before any filter."""
     config = trajectory.config
     model = config.llm.model_name
+    if kind == "tools":
+        return [_tools(trajectory, model)] if _submitted_pass(trajectory) else []
     seed = config.seed_attempt
     previous = None
     if seed is not None:
@@ -159,6 +171,11 @@ def lacks(trajectory: Trajectory, kind: Kind) -> str:
     statuses = [t.evaluation.status for t in trajectory.turns]
     if not statuses:
         return "no attempt"
+    if kind == "tools":
+        outcome = trajectory.turns[-1].tools
+        if outcome is None:
+            return "not a tools-mode run (mode=tools)"
+        return "submission not passed" if outcome.submitted else "never submitted"
     if Status.PASSED not in statuses:
         if Status.UNVERIFIED in statuses:
             return "no GPU verdict (attempts unverified: evaluated without a GPU of the arch)"
@@ -204,6 +221,34 @@ def _kernelgen(config: RunConfig, turn: Turn, answer: Origin) -> Example:
     return _example("kernelgen", config, turn, messages, answer, None, None, answer_key(turn.response))
 
 
+def _tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> int:
+    if tools:  # tool calls and results have no chat-message count: the conversation's JSON, counted whole
+        return count_text(json.dumps(messages, ensure_ascii=False))
+    return count_messages([Message(role=m["role"], content=m["content"]) for m in messages])
+
+
+def _submitted_pass(trajectory: Trajectory) -> bool:
+    final = trajectory.turns[-1] if trajectory.turns else None
+    return bool(final and final.tools and final.tools.submitted and final.evaluation.status is Status.PASSED)
+
+
+def _tools(trajectory: Trajectory, model: str) -> Example:
+    """The run's conversation as the model held it, rebuilt from its steps (the chat-completions shape)."""
+    final = trajectory.turns[-1]
+    messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in final.messages[:2]]
+    results = {(s.step, s.call): s for s in trajectory.steps if isinstance(s, ToolStep)}
+    for reply in (s for s in trajectory.steps if isinstance(s, ReplyStep)):
+        if reply.notice:
+            messages.append({"role": "user", "content": reply.notice})
+        text = f"<think>\n{reply.reasoning.strip()}\n</think>\n\n{reply.content}" if reply.reasoning else reply.content
+        messages.append({**assistant_message(text, reply.tool_calls), "weight": 1})
+        messages += [tool_message(c, results[reply.step, n].result) for n, c in enumerate(reply.tool_calls)
+                     if (reply.step, n) in results]  # fmt: skip
+    answer = Origin(trajectory.run_id, final.index, model)
+    return _example("tools", trajectory.config, final, messages, answer, None, None, answer_key(final.response),
+                    tools=TOOLS)  # fmt: skip
+
+
 def _example(
     kind: Kind,
     config: RunConfig,
@@ -213,6 +258,7 @@ def _example(
     wrong: Origin | None,
     error_class: str | None,
     key: str,
+    tools: list[dict[str, Any]] | None = None,
 ) -> Example:
     task, arch = config.task, config.arch
     return Example(
@@ -227,5 +273,6 @@ def _example(
         speedup=turn.evaluation.speedup,
         targets_met=turn.evaluation.targets_met,
         dedup_key=f"{task}|{arch}|{key}",
-        tokens=count_messages([Message(role=m["role"], content=m["content"]) for m in messages]),
+        tokens=_tokens(messages, tools),
+        tools=tools,
     )

@@ -7,7 +7,8 @@ command):
   FILE.card.md, .card.json what is in each file, the filters, the command, what each filter removed
 
 fixit: a failed attempt, its feedback and the passing attempt after it (examples.py says which turns
-qualify); kernelgen: a passing attempt. Only the last assistant message carries the loss.
+qualify); kernelgen: a passing attempt. Only the last assistant message carries the loss. tools: a tools run's
+whole conversation (tool_calls and tool messages) that submitted a passing answer; every reply carries the loss.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ class ExportSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     dirs: list[Path] = Field(min_length=1, description="Run folders, or folders holding them.")
-    format: Literal["fixit", "kernelgen"] = Field(description="fixit pairs or kernel generation (required).")
+    format: Literal["fixit", "kernelgen", "tools"] = Field(
+        description="fixit pairs, kernel generation, or tool-calling conversations of tools runs (required)."
+    )
     out: Path = Field(description="The output FILE.jsonl (required).")
     definition: str | None = Field(None, description="Only runs of these definitions (comma-separated).")
     workload: str | None = Field(None, description="Only runs at these workloads (m70, s4096, all; comma-separated).")
@@ -63,7 +66,7 @@ class ExportSettings(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> ExportSettings:
-        if self.format == "kernelgen" and self.max_per_error_class is not None:
+        if self.format != "fixit" and self.max_per_error_class is not None:
             raise ValueError(
                 "max_per_error_class applies to fixit pairs only (kernelgen examples have no failed attempt)"
             )

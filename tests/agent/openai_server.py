@@ -2,7 +2,9 @@
 request with the next scripted behaviour, and recording what it was sent. Given a context window it behaves as
 vLLM does: a request whose prompt plus max_completion_tokens exceeds it is refused with vLLM's 400 message
 (the prompt counted as the loop counts it, plus `extra_prompt_tokens` for a tokenizer that counts more), and an
-answer longer than max_completion_tokens is cut there with finish_reason "length"."""
+answer longer than max_completion_tokens is cut there with finish_reason "length". `responder`, where given,
+answers whatever the script does not from the request itself (so runs in parallel each get their own answer):
+`tool_agent` is one that plays a tool-calling model."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -52,10 +55,37 @@ def completion(b: Behaviour, prompt_tokens: int = 1234, completion_tokens: int =
     return json.dumps(data).encode()
 
 
+def tool_calls(*calls: tuple[str, dict[str, Any] | str]) -> Behaviour:
+    """A reply calling tools, as an endpoint sends it: the arguments as a JSON string (a str is sent as it is)."""
+    sent = [{"id": f"call_{i}", "type": "function",
+             "function": {"name": name, "arguments": a if isinstance(a, str) else json.dumps(a)}}
+            for i, (name, a) in enumerate(calls)]  # fmt: skip
+    return Behaviour(content="", finish_reason="tool_calls", message={"content": None, "tool_calls": sent})
+
+
+def tool_agent(answer: str) -> Callable[[dict[str, Any]], Behaviour]:
+    """A model that, offered tools, compiles `answer`, evaluates it, then submits it (by how many replies the
+    conversation holds); asked without tools, answers with it."""
+
+    def respond(body: dict[str, Any]) -> Behaviour:
+        if not body.get("tools"):
+            return Behaviour(content=answer)
+        replies = sum(m["role"] == "assistant" for m in body["messages"])
+        return tool_calls((("compile", "evaluate", "submit")[min(replies, 2)], {"answer": answer}))
+
+    return respond
+
+
 class OpenAIServer:
-    def __init__(self, context_tokens: int | None = None, extra_prompt_tokens: int = 0) -> None:
+    def __init__(
+        self,
+        context_tokens: int | None = None,
+        extra_prompt_tokens: int = 0,
+        responder: Callable[[dict[str, Any]], Behaviour] | None = None,
+    ) -> None:
         self.script: deque[Behaviour] = deque()
         self.default = Behaviour()
+        self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.context_tokens, self.extra_prompt_tokens = context_tokens, extra_prompt_tokens
         self.refused = 0
@@ -67,7 +97,10 @@ class OpenAIServer:
                 server.requests.append(
                     {"path": self.path, "headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
                 )
-                b = server.script.popleft() if server.script else server.default
+                if server.script:
+                    b = server.script.popleft()
+                else:
+                    b = server.responder(body) if server.responder else server.default
                 if b.delay_s:
                     time.sleep(b.delay_s)
                 if b.echo_authorization:
@@ -101,7 +134,9 @@ class OpenAIServer:
 
     def within_context(self, body: dict[str, Any], b: Behaviour) -> tuple[Behaviour, bytes]:
         """The answer as a server with a context window gives it: refused when too long, cut at max tokens."""
-        prompt = count_messages([Message(**m) for m in body["messages"]]) + self.extra_prompt_tokens
+        chat = [m for m in body["messages"] if m["role"] in ("system", "user", "assistant")]  # a tool's: not counted
+        prompt = count_messages([Message(role=m["role"], content=m.get("content") or "") for m in chat])
+        prompt += self.extra_prompt_tokens
         wanted = body.get("max_completion_tokens") or 0
         if prompt + wanted > self.context_tokens:
             self.refused += 1

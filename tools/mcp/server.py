@@ -12,13 +12,22 @@ from pydantic import Field
 
 from tasks.catalog import TASKS, get_task
 from tasks.schema import Arch, Task
-from tools.answer import MAX_ANSWER_BYTES
-from tools.evaluate import render
 from tools.gpu.base import Gpu, Unavailable
-from tools.options import EvalOptions, Profile
-from tools.pipeline import evaluate_answer
+from tools.options import EvalOptions
+from tools.toolbox import (
+    MAX_REPLY_CHARS,
+    Sanitizer,
+    Tool,
+    answer_refusal,
+    cut,
+    report,
+    run_tool,
+    task_text,
+    tool_options,
+)
 
-MAX_REPLY_CHARS = 20_000  # a tool result is read by a model: long reports are cut, and say so
+__all__ = ["MAX_REPLY_CHARS", "build_server", "cut"]
+
 INSTRUCTIONS = """PTXBench evaluates GPU kernels written in PTX (or CUDA with inline PTX) for Hopper (sm_90a) and
 Blackwell (sm_100a). An answer is Markdown with one ```ptx (or ```cuda) block and one ```json launch spec.
 Start with list_tasks and task_prompt; compile for the static stages (fast, no GPU), evaluate for the verdict
@@ -32,12 +41,6 @@ AnswerText = Annotated[
 ]
 
 
-def cut(text: str, limit: int = MAX_REPLY_CHARS) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[cut: {len(text) - limit} more characters not shown]"
-
-
 def _problem(task: str, arch: str) -> tuple[Task, Arch] | str:
     try:
         return get_task(task), Arch.resolve(arch)
@@ -45,39 +48,24 @@ def _problem(task: str, arch: str) -> tuple[Task, Arch] | str:
         return f"error: {e}"
 
 
-def task_text(task: Task) -> str:
-    """What the problem is, from the catalog: its sizes, tensors, tolerance, baseline and the instructions each
-    arch must execute. (The repair loop's fuller prompt, with the reference code and a worked example, is
-    agent.loop.prompts', a layer above this one.)"""
-    dims = ", ".join(f"{k}={v}" for k, v in task.dims.items())
-    lines = [f"{task.name}: {task.description}", f"sizes: {dims}", "tensors:"]
-    for t in task.tensors:
-        shape = " × ".join(f"{d}={task.dims[d]}" if d in task.dims else str(d) for d in t.shape)
-        lines.append(f"  {t.role} {t.name}: {t.dtype} [{shape}], {t.layout}")
-    lines.append(f"correct when: {task.metric} within {task.tolerance:g} of the fp32 reference")
-    lines.append(
-        f"baseline: {task.baseline.library} ({task.baseline.description})" if task.baseline else "baseline: none"
-    )
-    for arch, groups in task.targets.items():
-        lines.append(f"{arch} must execute: " + "; ".join(g.description for g in groups))
-    return "\n".join(lines)
-
-
 def build_server(gpu: Gpu | None = None, options: EvalOptions | None = None) -> MCPServer:
     """The server; `gpu` runs the GPU stages (None: static stages only, every verdict unverified)."""
     gpu = gpu or Unavailable("this MCP server has no GPU pool (python -m tools.mcp --pool …)")
     base = options or EvalOptions()
-    static_only = Unavailable("compile runs the static stages only: evaluate runs the GPU stages")
     server = MCPServer("ptxbench", instructions=INSTRUCTIONS)
 
-    async def run(task: str, arch: str, answer: str, options: EvalOptions, on: Gpu) -> str:
+    def evaluated(tool: Tool, answer: str, task: Task, arch: Arch, sanitizer: Sanitizer) -> str:
+        reason = None if tool == "compile" else gpu.unavailable_reason(arch)  # asked per call: the pool may move
+        evaluation, _ = run_tool(tool, answer, task, arch, tool_options(tool, base, sanitizer), gpu, reason)
+        return report(evaluation)
+
+    async def run(task: str, arch: str, answer: str, tool: Tool, sanitizer: Sanitizer = "memcheck") -> str:
         found = _problem(task, arch)
         if isinstance(found, str):
             return found
-        if len(answer.encode()) > MAX_ANSWER_BYTES:
-            return f"error: the answer is {len(answer.encode()):,} bytes; at most {MAX_ANSWER_BYTES:,}"
-        evaluation = await anyio.to_thread.run_sync(evaluate_answer, answer, *found, options, on)
-        return cut(render(evaluation) + ("\n" + evaluation.message if evaluation.message else ""))
+        if refusal := answer_refusal(answer):
+            return refusal
+        return await anyio.to_thread.run_sync(evaluated, tool, answer, *found, sanitizer)
 
     @server.tool()
     def list_tasks() -> str:
@@ -96,24 +84,24 @@ def build_server(gpu: Gpu | None = None, options: EvalOptions | None = None) -> 
     async def compile(task: TaskName, arch: ArchName, answer: AnswerText) -> str:
         """The static stages: extract, NVRTC/ptxas, the SASS's target instructions, the launch spec against the
         kernel's parameters. No GPU; seconds."""
-        return await run(task, arch, answer, base, static_only)
+        return await run(task, arch, answer, "compile")
 
     @server.tool()
     async def evaluate(task: TaskName, arch: ArchName, answer: AnswerText) -> str:
         """Every stage: compile, run, check against the fp32 reference, time against the baseline library,
         count the executed target instructions, and where the time goes when slower than the baseline."""
-        return await run(task, arch, answer, base, gpu)
+        return await run(task, arch, answer, "evaluate")
 
     @server.tool()
     async def profile(task: TaskName, arch: ArchName, answer: AnswerText) -> str:
         """Evaluate with the perf pass always on: where the kernel's time goes beside the baseline's kernels."""
-        return await run(task, arch, answer, base.model_copy(update={"profile": Profile.PERF}), gpu)
+        return await run(task, arch, answer, "profile")
 
     @server.tool()
     async def sanitize(task: TaskName, arch: ArchName, answer: AnswerText,
                        tool: Literal["memcheck", "racecheck"] = "memcheck") -> str:  # fmt: skip
         """Evaluate under compute-sanitizer: memcheck (out-of-bounds and misaligned accesses, located to a
         line) or racecheck (shared-memory races, on a mismatch)."""
-        return await run(task, arch, answer, base.model_copy(update={tool: True}), gpu)
+        return await run(task, arch, answer, "sanitize", tool)
 
     return server

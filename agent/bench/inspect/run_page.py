@@ -2,13 +2,15 @@
 its stages with their seconds, the feedback as the model saw it, the answer's source (coloured) and its diff
 against earlier turns, the launch spec, per-kernel resources, target instructions found and executed, the
 opcode mix, where the time goes (the perf pass, beside the library's kernels), the metrics, tokens and model
-time, and the reasoning where recorded.
+time, and the reasoning where recorded. A tools-mode run's page shows its steps first: each reply (its text,
+the notice the loop sent before it) and each tool call with its arguments and the result the model read.
 
 Stage details are read through the harness's own models (tools/assemble.py, tools/sass.py); a detail of
 another shape is still shown, as JSON, with every stage's full detail."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 from agent.bench import score
 from agent.bench.inspect.diff import Diff, line_diff
 from agent.bench.inspect.views import LoadedRun, RunCard, Text, json_text, text
-from agent.loop.records import RunConfig, RunSummary, Turn
+from agent.loop.records import ReplyStep, RunConfig, RunSummary, Step, ToolsOutcome, ToolStep, Turn
 from agent.loop.redact import redact
 from agent.loop.summary import turn_outcome
 from tools.assemble import KernelResources
@@ -139,6 +141,33 @@ class Chart:
         return any(bar.speedup is not None for bar in self.bars)
 
 
+@dataclass(frozen=True)
+class CallView:
+    """A tool call of a reply and what the model read back; `verdict` its evaluation's status, or why refused."""
+
+    index: int
+    name: str
+    arguments: Text
+    result: Text
+    verdict: str
+    refused: bool
+    cached: bool
+    gpu_evaluation: bool
+
+
+@dataclass(frozen=True)
+class StepView:
+    """A tools-mode reply and its calls."""
+
+    step: int
+    notice: Text | None
+    content: Text | None
+    reasoning: Text | None
+    tokens: int
+    model_seconds: float
+    calls: list[CallView]
+
+
 @dataclass
 class RunPage:
     card: RunCard
@@ -150,6 +179,8 @@ class RunPage:
     chart: Chart
     back: str | None
     summary_derived: bool
+    steps: list[StepView]
+    tools: ToolsOutcome | None
 
 
 def run_page(run: LoadedRun, card: RunCard, back: str | None) -> RunPage:
@@ -167,7 +198,45 @@ def run_page(run: LoadedRun, card: RunCard, back: str | None) -> RunPage:
         chart=speedup_chart(traj.turns, target),
         back=back,
         summary_derived=traj.summary is None,
+        steps=step_views(traj.steps),
+        tools=traj.turns[-1].tools if traj.turns else None,
     )
+
+
+def step_views(steps: list[Step]) -> list[StepView]:
+    calls: dict[int, list[CallView]] = {}
+    for s in steps:
+        if isinstance(s, ToolStep):
+            verdict = s.refused or (s.evaluation.status.value if s.evaluation else "ok")
+            calls.setdefault(s.step, []).append(CallView(
+                index=s.call, name=s.name, arguments=_arguments(s.arguments), result=text(s.result), verdict=verdict,
+                refused=s.refused is not None, cached=s.cached, gpu_evaluation=s.gpu_evaluation,
+            ))  # fmt: skip
+    return [
+        StepView(
+            step=r.step,
+            notice=text(r.notice) if r.notice else None,
+            content=text(r.content) if r.content else None,
+            reasoning=text(r.reasoning) if r.reasoning else None,
+            tokens=r.prompt_tokens + r.completion_tokens,
+            model_seconds=r.model_seconds,
+            calls=calls.get(r.step, []),
+        )
+        for r in steps
+        if isinstance(r, ReplyStep)
+    ]
+
+
+def _arguments(raw: str) -> Text:
+    """A call's arguments: the answer inside shown as the Markdown it is, the rest as JSON; malformed JSON as sent."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return text(raw)
+    if isinstance(value, dict) and isinstance(value.get("answer"), str):
+        rest = {k: v for k, v in value.items() if k != "answer"}
+        return text((json.dumps(rest) + "\n\n" if rest else "") + value["answer"])
+    return json_text(value)
 
 
 def turn_view(turn: Turn, earlier: list[Turn], target_speedup: float) -> TurnView:

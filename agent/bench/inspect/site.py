@@ -127,14 +127,15 @@ def load_run(folder: RunFolder) -> LoadedRun | Unreadable:
     problems: list[str] = []
     try:
         turns = folder.turns(problems)
+        steps = folder.steps([])  # a line that is neither is said once, by turns() above
     except (OSError, ValueError) as e:
-        turns, problems = [], [_within(folder, e)]
+        turns, steps, problems = [], [], [_within(folder, e)]
     try:
         summary = folder.summary()
     except (OSError, ValueError) as e:
         summary = None
         problems.append(f"{_within(folder, e)} (the summary shown is derived from the turns)")
-    traj = Trajectory(run_id=folder.run_id, config=config, turns=turns, summary=summary)
+    traj = Trajectory(run_id=folder.run_id, config=config, turns=turns, summary=summary, steps=steps)
     return LoadedRun(folder.path, traj, tuple(_within(folder, p) for p in problems))
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from agent.loop.records import Message
+from agent.loop.records import Message, ToolCall
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class Reply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     unreadable: str | None = None  # why the reply holds no answer any retry could give (one line for the model)
+    tool_calls: tuple[ToolCall, ...] = ()  # tools mode: the functions the reply calls
 
 
 class Policy(Protocol):
@@ -25,6 +26,7 @@ class Policy(Protocol):
     asking after that many, so offline policies end a run cleanly instead of failing."""
 
     max_answers: int | None
+    max_steps: int | None  # tools mode's replies it has (None: no end)
 
     def describe(self) -> str:
         """One line for people: what answers, e.g. 'openai gpt-4.1 at https://…/v1'."""
@@ -34,6 +36,13 @@ class Policy(Protocol):
         """The answer for 1-based `turn`, in at most `max_tokens` tokens (None: the policy's own setting; the
         loop lowers it to fit a context window). A resumed run asks again for the turn it lost, so offline
         policies answer by turn number, not by call count."""
+        ...
+
+    def act(self, messages: list[dict[str, Any]], step: int, tools: list[dict[str, Any]],
+            max_tokens: int | None = None) -> Reply:  # fmt: skip
+        """Tools mode: the reply for 1-based `step` to the conversation so far (chat-completions messages, tool
+        calls and their results among them), which may call `tools` (their JSON schemas). Offline policies answer
+        by step number, as `respond` does by turn."""
         ...
 
     def close(self) -> None: ...

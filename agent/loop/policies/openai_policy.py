@@ -4,7 +4,8 @@ Retried with exponential back-off (the server's Retry-After wins when it gives a
 429, 5xx, time-outs, dropped connections, and replies that are not a chat completion; each retry is said on
 the terminal with its wait. Replies that will never read as an answer are not retried but answered at once,
 as a Reply whose `unreadable` says why (the turn's extract error): a streamed (server-sent events) body, a
-message with only tool calls, empty content that the model ended on purpose. Refusals that retrying cannot
+message with only tool calls (in tools mode, mode=tools, those are the reply: `act` sends the tools and
+reads the calls), empty content that the model ended on purpose. Refusals that retrying cannot
 fix end the run: a bad key or unknown model is a
 configuration error, a request longer than the model's context a ContextOverflow (the loop compacts the
 conversation and asks once more), any other 4xx a ModelError. Every text taken from the endpoint is redacted
@@ -28,7 +29,7 @@ from agent.cli import ConfigError
 from agent.loop.config import OpenAIConfig
 from agent.loop.journal import Journal
 from agent.loop.policies.base import ContextOverflow, ModelError, Reply
-from agent.loop.records import Message
+from agent.loop.records import Message, ToolCall
 from agent.loop.redact import redact, register, register_url
 
 RETRY_STATUS = {408, 409, 429}
@@ -45,6 +46,7 @@ class MalformedReply(Exception):
 
 class OpenAIPolicy:
     max_answers = None
+    max_steps = None
 
     def __init__(self, config: OpenAIConfig, journal: Journal):
         if not config.model:
@@ -68,7 +70,17 @@ class OpenAIPolicy:
         self.client.close()
 
     def respond(self, messages: list[Message], turn: int, max_tokens: int | None = None) -> Reply:
-        request: dict[str, Any] = {"model": self.config.model, "messages": [m.model_dump() for m in messages]}
+        return self._ask([m.model_dump() for m in messages], turn, max_tokens)
+
+    def act(self, messages: list[dict[str, Any]], step: int, tools: list[dict[str, Any]],
+            max_tokens: int | None = None) -> Reply:  # fmt: skip
+        return self._ask(messages, step, max_tokens, tools)
+
+    def _ask(self, messages: list[dict[str, Any]], turn: int, max_tokens: int | None,
+             tools: list[dict[str, Any]] | None = None) -> Reply:  # fmt: skip
+        request: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        if tools:
+            request["tools"] = tools
         if self.config.temperature is not None:
             request["temperature"] = self.config.temperature
         if (limit := max_tokens if max_tokens is not None else self.config.max_tokens) is not None:
@@ -78,7 +90,7 @@ class OpenAIPolicy:
         for attempt in range(self.config.retries + 1):
             try:
                 raw = self.client.chat.completions.with_raw_response.create(**request)
-                return _streamed(raw.text) or _reply(raw.parse())
+                return _streamed(raw.text) or _reply(raw.parse(), tools=bool(tools))
             except Exception as e:  # sorted below: only transient failures come round again
                 reason, wait = self._classify(e, attempt)
                 if attempt == self.config.retries:
@@ -148,8 +160,9 @@ def _unreadable(text: str, message: Any, finish_reason: str | None, reasoning: s
     return None
 
 
-def _reply(completion: Any) -> Reply:
-    """A Reply from a chat completion, keeping reasoning text where the server returns it."""
+def _reply(completion: Any, tools: bool = False) -> Reply:
+    """A Reply from a chat completion, keeping reasoning text where the server returns it; with `tools`, its
+    tool calls (then a reply of calls alone is a reply, not an unreadable one)."""
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list) or not choices:
         raise MalformedReply(f"no choices in the reply ({_short(repr(completion))})")
@@ -162,14 +175,27 @@ def _reply(completion: Any) -> Reply:
     reasoning = reasoning if isinstance(reasoning, str) and reasoning else None
     usage = getattr(completion, "usage", None)
     text, finish_reason = message.content or "", getattr(choice, "finish_reason", None)
+    calls = _tool_calls(message) if tools else ()
     return Reply(
         text=text,
         reasoning=reasoning,
         finish_reason=finish_reason,
         prompt_tokens=getattr(usage, "prompt_tokens", None),
         completion_tokens=getattr(usage, "completion_tokens", None),
-        unreadable=_unreadable(text, message, finish_reason, reasoning),
+        unreadable=None if tools else _unreadable(text, message, finish_reason, reasoning),
+        tool_calls=calls,
     )
+
+
+def _tool_calls(message: Any) -> tuple[ToolCall, ...]:
+    """The message's function calls, their arguments as sent (malformed JSON is the tool node's to answer)."""
+    calls = []
+    for n, call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = getattr(call, "function", None)
+        name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+        raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        calls.append(ToolCall(id=str(getattr(call, "id", None) or f"call_{n}"), name=str(name or ""), arguments=raw))
+    return tuple(calls)
 
 
 def _retry_after(response: Any, default: float) -> float:

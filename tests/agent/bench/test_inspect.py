@@ -442,3 +442,32 @@ def test_line_diff_counts_the_changed_lines() -> None:
     assert (d.against, d.added, d.removed, d.same) == (1, 2, 1, False)
     assert re.findall(r'<span class="d-(\w+)">', d.text.html) == ["hunk", "same", "del", "add", "same", "add"]
     assert line_diff("x\n", "x", 1, 2).same
+
+
+def tools_run(runs_dir: Path, run_id: str = "tools") -> Path:
+    """A tools-mode run of today's loop: a malformed call, an unknown tool, then compile, evaluate and submit."""
+    script = runs_dir.parent / f"{run_id}.json"
+    ok = (FIXTURES / "fill_ok.md").read_text()
+    script.write_text(json.dumps([
+        {"text": "Let me try.", "tool_calls": [{"name": "evaluate", "arguments": "{oops"}, {"name": "shell"}]},
+        {"tool_calls": [{"name": "compile", "arguments": {"answer": ok}}]},
+        {"text": "Done.", "tool_calls": [{"name": "submit", "arguments": {"answer": ok}}]},
+    ]))  # fmt: skip
+    code, folder = solve(["task=gemm", "arch=sm_90a", "mode=tools", "eval.gpu=false", "llm=scripted",
+                          f"llm.path={script}", f"runs_dir={runs_dir}", f"run_id={run_id}"])  # fmt: skip
+    assert code == 0
+    return folder.path
+
+
+def test_a_tools_run_shows_its_steps(tmp_path: Path) -> None:
+    folder = tools_run(tmp_path / "runs")
+    page = Page(site(folder, tmp_path / "site") / "index.html")
+    text = page.text()
+    assert [a["id"] for a in page.classes("step")] == ["step-1", "step-2", "step-3"]
+    assert [a["id"] for a in page.classes("refused")] == ["step-1-call-0", "step-1-call-1"]
+    assert (
+        "error: the arguments of evaluate are not JSON" in text
+        and "error: there is no tool &#39;shell&#39;" in (tmp_path / "site" / "index.html").read_text()
+    )
+    assert "submitted at step 3" in text and "4 tool calls (2 refused)" in text
+    assert "Submitted: the run ends with this answer." in text and "Let me try." in text

@@ -16,7 +16,7 @@ import pytest
 
 from agent.bench.inspect.site import build_site
 from agent.bench.plots import COLORS
-from tests.agent.bench.test_inspect import HOSTILE, hostile_run
+from tests.agent.bench.test_inspect import HOSTILE, hostile_run, tools_run
 from tests.fixtures.runs import make_runs
 from tools.solution import LaunchSpec, Solution
 
@@ -199,3 +199,26 @@ def test_long_feedback_lines_wrap(site: Path, page) -> None:
     source = page.locator("#turn-1 details.lazy", has_text="PTX source")
     source.locator("summary").click()
     assert source.locator("pre.src").evaluate("(e) => getComputedStyle(e).whiteSpace") == "pre"  # one line, one number
+
+
+@pytest.fixture(scope="module")
+def tools_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The page of a tools-mode run of today's loop (test_inspect.py's tools_run)."""
+    folder = tools_run(tmp_path_factory.mktemp("tools") / "runs")
+    out = tmp_path_factory.mktemp("tools-site")
+    build_site(folder, out)
+    return out
+
+
+def test_a_tools_runs_steps_render_and_open(tools_site: Path, page) -> None:
+    page.goto((tools_site / "index.html").as_uri())
+    assert page.locator("section.steps div.step").count() == 3
+    assert "submitted at step 3" in page.locator("#tools-outcome").inner_text()
+    refused = page.locator("#step-1-call-0")
+    assert refused.locator("span.verdict").inner_text() == "bad_arguments"
+    assert "are not JSON" in refused.inner_text()  # a refused call's one line is shown open
+    submit = page.locator("#step-3-call-0")
+    assert "Submitted: the run ends with this answer." not in submit.inner_text()  # folded until opened
+    submit.locator("summary", has_text="result").click()
+    assert "Submitted: the run ends with this answer." in submit.inner_text()
+    assert page.locator("#turn-1").count() == 1 and not page.errors and not page.outside

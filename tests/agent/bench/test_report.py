@@ -123,4 +123,4 @@ def test_default_output_folder(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert main([str(out)]) == 0
     assert capsys.readouterr().out.strip() == str(out / "report" / "report.md")
     text = (out / "report" / "report.md").read_text()
-    assert "(needs both single and multi runs of a problem)" in text
+    assert "(needs runs of two modes of a problem: single, multi, tools)" in text

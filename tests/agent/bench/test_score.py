@@ -63,7 +63,9 @@ def test_wave_1_run_folders_load_and_score_as_todays_do() -> None:
         (f"wave1/{G}-sm_90a-multi-s00", f"bench/{G}-sm_90a-multi-s00"),
     ):
         was, now = RunFolder(RUNS / old).trajectory(), RunFolder(RUNS / new).trajectory()
-        assert was.turns == now.turns and was.summary.policy is None  # wave 1 did not record it
+        assert {t.format_version for t in was.turns} == {1} and {t.format_version for t in now.turns} == {2}
+        unversioned = [[t.model_dump(exclude={"format_version"}) for t in x.turns] for x in (was, now)]
+        assert unversioned[0] == unversioned[1] and was.summary.policy is None  # wave 1 did not record it
         assert was.summary.model_dump(exclude={"policy"}) == now.summary.model_dump(exclude={"policy"})
         assert (was.config.task, was.config.llm.model_name, was.config.max_turns) == (now.config.task, MODEL, 8)
         assert score.trajectory_row(was) == score.trajectory_row(now)
@@ -248,3 +250,31 @@ def test_trajectory_row(trajs: list[Trajectory]) -> None:
         5,
     ]
     assert (row["mode"], row["max_turns"], row["turns"], row["stop_reason"]) == ("multi", 8, 8, "max_turns")
+
+
+def test_tools_runs_score_by_their_result_at_equal_evaluations() -> None:
+    """tools@k: a tools run counts at budget k when its result is correct and it spent at most k GPU evaluations;
+    it sits beside pass@k and repair@k, and a problem needs runs of two modes for a budget row."""
+    from agent.loop.records import RunConfig, ToolsOutcome
+
+    def traj(run_id: str, mode: str, codes: list[str], evaluations: int | None = None) -> Trajectory:
+        turns = [make_runs.turn(i, make_runs.evaluation(G, c), c) for i, c in enumerate(codes, start=1)]
+        if evaluations is not None:
+            outcome = ToolsOutcome(submitted=True, step=3, tool_calls=5, evaluations=evaluations)
+            turns = [turns[-1].model_copy(update={"tools": outcome})]
+        config = RunConfig(task=G, arch="sm_90a", max_turns=1 if mode == "single" else 4,
+                           mode="tools" if evaluations is not None else "turns",
+                           llm={"name": "openai", "model": MODEL})  # fmt: skip
+        return Trajectory(run_id=run_id, config=config, turns=turns)
+
+    trajs = [
+        traj("s0", "single", ["P1.2T"]), traj("s1", "single", ["CE"]),
+        traj("t0", "tools", ["P1.2T"], evaluations=3), traj("t1", "tools", ["MM"], evaluations=1),
+    ]  # fmt: skip
+    assert [score.mode(t) for t in trajs] == ["single", "single", "tools", "tools"]
+    assert score.tools_row(trajs[2]) == {"submitted": True, "tool_calls": 5, "refused_calls": 0, "budget": None}
+    points = {p.k: p for p in score.single_vs_multi(trajs) if p.group.task == G}
+    assert sorted(points) == [1, 2, 3, 4]
+    assert [points[k].tools_at_k for k in (1, 2, 3, 4)] == [0.0, 0.0, 0.5, 0.5]  # t0 correct once k ≥ 3
+    assert points[1].pass_at_k == 0.5 and points[3].pass_at_k is None and points[1].repair_at_k is None
+    assert points[1].tools_n == 2 and score.trajectory_row(trajs[2])["evaluations"] == 3

@@ -248,4 +248,5 @@ def test_langgraph_json_exposes_the_graph() -> None:
     path, name = json.loads((root / "langgraph.json").read_text())["graphs"]["repair_loop"].split(":")
     module = importlib.import_module(path.removeprefix("./").removesuffix(".py").replace("/", "."))
     nodes = set(getattr(module, name).get_graph().nodes)
-    assert nodes == {"__start__", "generate", "extract", "compile", "gpu", "feedback", "__end__"}
+    assert nodes == {"__start__", "generate", "extract", "compile", "gpu", "feedback", "agent", "tools", "finish",
+                     "__end__"}  # fmt: skip

@@ -369,7 +369,7 @@ def test_unreadable_run_is_skipped_and_named(corpus: Path, tmp_path: Path) -> No
         (["--format", "fixit", "--split-by-task", "1.5"], "split_by_task: Input should be less than 1"),
         (["--format", "fixit", "--holdout-tasks", "gemm", "--split-by-task", "0.5"], "not both"),
         (["--format", "fixit", "--max-tokens", "0"], "max_tokens: Input should be greater than 0"),
-        (["--format", "sft"], "format: Input should be 'fixit' or 'kernelgen' (got 'sft')"),
+        (["--format", "sft"], "format: Input should be 'fixit', 'kernelgen' or 'tools' (got 'sft')"),
         (["--format", "fixit", "--maxtokens", "5"], "unknown setting maxtokens; did you mean max_tokens?"),
     ],
 )
