@@ -235,6 +235,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         print(f"{name} {mode}: round {len(rounds)} in {rounds[-1]['wall_s']:.1f} s", flush=True)
                     if rounds:
                         results["rows"].append(row(name, mode, rounds, sources))
+                        write(args.out, results)  # after every row: a run cut short keeps what it measured
                         full = rounds[0]["evaluations"] if mode == "full" else full
                     else:
                         results["errors"][f"{name} {mode}"] = "not run: the budget was spent"
@@ -245,6 +246,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 results["agreement"] = agreement(full, items)
             except Exception as e:
                 results["errors"]["agreement"] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-2000:]}"
+            write(args.out, results)
     return results
 
 
@@ -306,14 +308,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def write(out: Path, results: dict[str, Any]) -> str:
+    """DIR/bench_throughput.json and .md as they stand; the Markdown."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_throughput.json").write_text(json.dumps(results, indent=1, default=str))
+    text = markdown(results)
+    (out / "bench_throughput.md").write_text(text + "\n")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     results = measure(args)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "bench_throughput.json").write_text(json.dumps(results, indent=1, default=str))
-    text = markdown(results)
-    (args.out / "bench_throughput.md").write_text(text + "\n")
-    print(text)
+    print(write(args.out, results))
     return 0 if results["rows"] and not results["errors"] else 1
 
 

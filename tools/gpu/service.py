@@ -6,8 +6,7 @@ No kernel can take the caller down.
 
 The stages after the worker's (tools/gpu/stages.py says which an attempt gets) run here as tool processes on the
 torch-free launcher: the perf pass (Nsight Compute), the counts where the worker's CUPTI could not count them (Nsight
-Compute's profile stage takes the place of the worker's skipped one, which it names), and compute-sanitizer's
-diagnoses. A time-out in
+Compute's profile stage in the place of the worker's skipped one), and compute-sanitizer's diagnoses. A time-out in
 the kernel's parts is located (tools/gpu/hang.py: cuda-gdb attached to the worker before it is killed)."""
 
 from __future__ import annotations

@@ -107,6 +107,8 @@ class _Attempt:
             status, message, sticky, fault = e.status, str(e), e.sticky, e.detail.get("fault")
             failed = StageResult(name=e.stage, state=StageState.FAILED, message=str(e), detail=e.detail)
             self.worker.emit(StageDone(result=failed))
+            if self.metrics.timing is not None:  # timed, then faulted while counting: a speedup is a correct one's
+                self.metrics.timing = self.metrics.timing.without_speedup()
         if self.module is not None and not sticky:
             driver.call(driver.cu.cuModuleUnload, self.module)
         return Result(status=status, message=message, metrics=self.metrics, sticky=sticky, fault=fault)
