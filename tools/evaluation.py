@@ -116,7 +116,15 @@ class Evaluation(BaseModel):
     )
     tflops: float | None = Field(None, description="The task's FLOPs / kernel_ms.")
     targets_met: bool | None = Field(None, description="All required target groups executed (profile).")
-    target_counts: dict[str, int] | None = Field(None, description="Executed warp-level count per group.")
+    target_counts: dict[str, int] | None = Field(
+        None,
+        description="Executed warp-level count per group, as target_counter counts it (tools/gpu/profile.py: "
+        "ncu's, predicated-off executions included; tools/gpu/cupti_counts.py: CUPTI's counters).",
+    )
+    target_counter: str | None = Field(
+        None, description="What counted the targets: 'cupti' (the worker's range profiler) or 'ncu' (Nsight Compute); "
+        "None in records made before both existed (ncu)."
+    )  # fmt: skip
     paper_tag: bool | None = Field(None, description="The paper's run-time arch-specific tag.")
     perf: PerfReport | None = Field(None, description="Where the time goes (the perf pass, eval.profile).")
     # A shape-general task's: the stages and figures above are those of `shown_workload` (its first failing workload,

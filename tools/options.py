@@ -19,7 +19,8 @@ MAX_SEED = 2**63 - 1  # seeds are 64-bit
 
 
 class Profile(StrEnum):
-    """The Nsight Compute passes after a correct attempt is timed."""
+    """The profile passes after a correct attempt is timed: the counts (the worker's CUPTI, or Nsight Compute where
+    it cannot: tools/gpu/cupti_counts.py) and the perf pass (Nsight Compute)."""
 
     OFF = "off"
     COUNTS = "counts"  # executed target instructions (tools/gpu/profile.py)
@@ -38,7 +39,8 @@ class EvalOptions(BaseModel):
     time: bool = Field(True, description="Time the kernel against the baseline.")
     profile: Profile = Field(
         Profile.AUTO,
-        description="Nsight Compute after a correct attempt: off; counts (executed target instructions); perf "
+        description="Profiling after a correct attempt: off; counts (executed target instructions: CUPTI in the GPU "
+        "worker, Nsight Compute where CUPTI cannot); perf "
         "(counts, then where the time goes, beside the baseline library's kernels); auto (perf when the "
         "speedup is below perf_below, counts otherwise). true/false read as counts/off, if_correct as counts.",
     )

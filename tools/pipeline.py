@@ -221,8 +221,11 @@ def build(static: Static, task: Task, arch: Arch, options: EvalOptions) -> Stati
         stages.append(abi_stage(sol, compiled, task, arch, static.plan, static.plans))
     if stages[-1].state is StageState.FAILED:
         return static.model_copy(update={"stages": stages})
+    disassembled = next(s for s in stages if s.name is Stage.SASS)  # skipped without nvdisasm: no opcodes
+    opcodes = ({k["name"]: k["opcodes"] for k in disassembled.detail["kernels"]}
+               if disassembled.state is StageState.PASSED else None)  # fmt: skip
     module = CompiledModule(language=sol.language, ptx=compiled.ptx, cubin=compiled.cubin, plan=static.plan,
-                            launch=sol.launch, kernels=compiled.kernels,
+                            launch=sol.launch, kernels=compiled.kernels, opcodes=opcodes,
                             cuda_source=sol.source if sol.language == "cuda" else None)  # fmt: skip
     return static.model_copy(update={"stages": stages, "module": module})
 

@@ -46,6 +46,38 @@ from pathlib import Path
 from typing import Any
 
 from tools import procs
+from tools.gpu import cupti_counts
+from tools.gpu.cupti_counts import (
+    API_RANGE_PROFILING,
+    AUTO_RANGE,
+    COUNTER_METRIC,
+    RANGE_PROFILER_TYPE,
+    USER_REPLAY,
+    CuptiError,
+    GetCounterAvailability,
+    HostConfigAddMetrics,
+    HostDeinitialize,
+    HostEvaluate,
+    HostGetBaseMetrics,
+    HostGetConfigImage,
+    HostGetConfigImageSize,
+    HostGetMetricProperties,
+    HostGetNumOfPasses,
+    HostInitialize,
+    ProfilerInitialize,
+    RangeCounterDataInitialize,
+    RangeDecode,
+    RangeDisable,
+    RangeEnable,
+    RangeGetCounterDataInfo,
+    RangeGetCounterDataSize,
+    RangeSetConfig,
+    RangeStart,
+    RangeStop,
+    library_candidates,
+    names_array,
+    params,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GEMM_TASK = "gemm_n7168_k5120"
@@ -506,130 +538,44 @@ class TorchGemm:
 
 
 # ---------------------------------------------------------------------------------- CUPTI through ctypes
-# The structs of cupti_profiler_target.h, cupti_target.h, cupti_sass_metrics.h, cupti_profiler_host.h and
-# cupti_range_profiler.h (CUDA 13.0), as "field:type …" after the structSize and pPriv every params struct starts
-# with. Its structSize is the header's _STRUCT_SIZE macro: the end of the field the macro names, the last one
-# except where a header says otherwise (FlushData's names numOfInstances).
+# The profiler's structs and the ctypes wrapper are tools/gpu/cupti_counts.py's (the worker counts with them); the
+# SASS metrics API's structs (cupti_sass_metrics.h, CUDA 13.0), which only this probe uses, are here.
 
-_CTYPES = {"size": ctypes.c_size_t, "ptr": ctypes.c_void_p, "str": ctypes.c_char_p, "int": ctypes.c_int,
-           "u8": ctypes.c_uint8, "u16": ctypes.c_uint16, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64}  # fmt: skip
-_HEAD = "structSize:size pPriv:ptr"
+MetricDetails = params("CUpti_SassMetrics_MetricDetails", "metricId:u64 pMetricName:str pMetricDescription:str",
+                       head=False)  # fmt: skip
+SassConfig = params("CUpti_SassMetrics_Config", "metricId:u64 outputGranularity:u8", head=False)
+InstanceValue = params("CUpti_SassMetrics_InstanceValue", "metricId:u64 value:u64", head=False)
+SassData = params("CUpti_SassMetrics_Data", "cubinCrc:u32 functionIndex:u32 functionName:str pcOffset:u32 "
+                  "pInstanceValues:ptr")  # fmt: skip
+SassGetNumOfMetrics = params("CUpti_SassMetrics_GetNumOfMetrics_Params", "pChipName:str numOfMetrics:size")
+SassGetMetrics = params("CUpti_SassMetrics_GetMetrics_Params", "pChipName:str numOfMetrics:size pMetricsList:ptr")
+SassGetProperties = params("CUpti_SassMetrics_GetProperties_Params", "pChipName:str pMetricName:str "
+                           "metric:MetricDetails", types={"MetricDetails": MetricDetails})  # fmt: skip
+SassSetConfig = params("CUpti_SassMetricsSetConfig_Params", "numOfMetricConfig:size pConfigs:ptr deviceIndex:u32")
+SassUnsetConfig = params("CUpti_SassMetricsUnsetConfig_Params", "deviceIndex:u32")
+SassEnable = params("CUpti_SassMetricsEnable_Params", "ctx:ptr enableLazyPatching:u8")
+SassDisable = params("CUpti_SassMetricsDisable_Params", "ctx:ptr numOfDroppedRecords:size")
+SassGetDataProperties = params("CUpti_SassMetricsGetDataProperties_Params", "ctx:ptr "
+                               "numOfPatchedInstructionRecords:size numOfInstances:size")  # fmt: skip
+SassFlushData = params("CUpti_SassMetricsFlushData_Params", "ctx:ptr numOfPatchedInstructionRecords:size "
+                       "numOfInstances:size pMetricsData:ptr", size_field="numOfInstances")  # fmt: skip
 
-
-def _struct(name: str, spec: str, *, params: bool = True, size_field: str | None = None) -> type[ctypes.Structure]:
-    fields = [f.split(":") for f in (f"{_HEAD} {spec}" if params else spec).split()]
-    cls = type(name, (ctypes.Structure,), {"_fields_": [(f, _CTYPES.get(t) or globals()[t]) for f, t in fields]})
-    end = getattr(cls, size_field or fields[-1][0])
-    cls.STRUCT_SIZE = end.offset + end.size  # type: ignore[attr-defined]
-    return cls
-
-
-MetricDetails = _struct("MetricDetails", "metricId:u64 pMetricName:str pMetricDescription:str", params=False)
-SassConfig = _struct("SassConfig", "metricId:u64 outputGranularity:u8", params=False)
-InstanceValue = _struct("InstanceValue", "metricId:u64 value:u64", params=False)
-SassData = _struct("SassData", "cubinCrc:u32 functionIndex:u32 functionName:str pcOffset:u32 pInstanceValues:ptr")
-ProfilerInitialize = _struct("ProfilerInitialize", "")
-DeviceSupported = _struct("DeviceSupported", "cuDevice:int isSupported:int architecture:int sli:int vGpu:int "
-                          "confidentialCompute:int cmp:int wsl:int api:int")  # fmt: skip
-GetChipName = _struct("GetChipName", "deviceIndex:size pChipName:str")
-SassGetNumOfMetrics = _struct("SassGetNumOfMetrics", "pChipName:str numOfMetrics:size")
-SassGetMetrics = _struct("SassGetMetrics", "pChipName:str numOfMetrics:size pMetricsList:ptr")
-SassGetProperties = _struct("SassGetProperties", "pChipName:str pMetricName:str metric:MetricDetails")
-SassSetConfig = _struct("SassSetConfig", "numOfMetricConfig:size pConfigs:ptr deviceIndex:u32")
-SassUnsetConfig = _struct("SassUnsetConfig", "deviceIndex:u32")
-SassEnable = _struct("SassEnable", "ctx:ptr enableLazyPatching:u8")
-SassDisable = _struct("SassDisable", "ctx:ptr numOfDroppedRecords:size")
-SassGetDataProperties = _struct(
-    "SassGetDataProperties", "ctx:ptr numOfPatchedInstructionRecords:size numOfInstances:size"
-)
-SassFlushData = _struct("SassFlushData", "ctx:ptr numOfPatchedInstructionRecords:size numOfInstances:size "
-                        "pMetricsData:ptr", size_field="numOfInstances")  # fmt: skip
-GetCounterAvailability = _struct("GetCounterAvailability", "ctx:ptr counterAvailabilityImageSize:size "
-                                 "pCounterAvailabilityImage:ptr")  # fmt: skip
-HostInitialize = _struct(
-    "HostInitialize", "profilerType:int pChipName:str pCounterAvailabilityImage:ptr pHostObject:ptr"
-)
-HostDeinitialize = _struct("HostDeinitialize", "pHostObject:ptr")
-HostGetBaseMetrics = _struct("HostGetBaseMetrics", "pHostObject:ptr metricType:int ppMetricNames:ptr numMetrics:size")
-HostGetMetricProperties = _struct("HostGetMetricProperties", "pHostObject:ptr pMetricName:str pDescription:str "
-                                  "pHwUnit:str pDimUnit:str metricType:int")  # fmt: skip
-HostConfigAddMetrics = _struct("HostConfigAddMetrics", "pHostObject:ptr ppMetricNames:ptr numMetrics:size")
-HostGetConfigImageSize = _struct("HostGetConfigImageSize", "pHostObject:ptr configImageSize:size")
-HostGetConfigImage = _struct("HostGetConfigImage", "pHostObject:ptr configImageSize:size pConfigImage:ptr")
-HostGetNumOfPasses = _struct("HostGetNumOfPasses", "configImageSize:size pConfigImage:ptr numOfPasses:size")
-HostEvaluate = _struct("HostEvaluate", "pHostObject:ptr pCounterDataImage:ptr counterDataImageSize:size "
-                       "rangeIndex:size ppMetricNames:ptr numMetrics:size pMetricValues:ptr")  # fmt: skip
-RangeEnable = _struct("RangeEnable", "ctx:ptr pRangeProfilerObject:ptr")
-RangeObject = _struct("RangeObject", "pRangeProfilerObject:ptr")  # the params of Disable and Start
-RangeStop = _struct(
-    "RangeStop", "pRangeProfilerObject:ptr passIndex:size targetNestingLevel:size isAllPassSubmitted:u8"
-)
-RangeDecode = _struct("RangeDecode", "pRangeProfilerObject:ptr numOfRangeDropped:size")
-RangeSetConfig = _struct("RangeSetConfig", "pRangeProfilerObject:ptr configSize:size pConfig:ptr "
-                         "counterDataImageSize:size pCounterDataImage:ptr range:int replayMode:int "
-                         "maxRangesPerPass:size numNestingLevels:u16 minNestingLevel:u16 passIndex:size "
-                         "targetNestingLevel:u16")  # fmt: skip
-RangeGetCounterDataSize = _struct("RangeGetCounterDataSize", "pRangeProfilerObject:ptr pMetricNames:ptr "
-                                  "numMetrics:size maxNumOfRanges:size maxNumRangeTreeNodes:u32 "
-                                  "counterDataSize:size")  # fmt: skip
-RangeCounterDataInitialize = _struct("RangeCounterDataInitialize", "pRangeProfilerObject:ptr counterDataSize:size "
-                                     "pCounterData:ptr")  # fmt: skip
-RangeGetCounterDataInfo = _struct("RangeGetCounterDataInfo", "pCounterDataImage:ptr counterDataImageSize:size "
-                                  "numTotalRanges:size")  # fmt: skip
-
-SUPPORT_FIELDS = ("isSupported", "architecture", "sli", "vGpu", "confidentialCompute", "cmp", "wsl")
-SUPPORT_LEVELS = {0: "unknown", 1: "unsupported", 2: "disabled", 3: "supported"}
-API_RANGE_PROFILING, API_SASS_METRICS = 0, 2  # CUpti_Profiler_API
-AUTO_RANGE, USER_REPLAY = 1, 3  # CUpti_ProfilerRange, CUpti_ProfilerReplayMode
-RANGE_PROFILER_TYPE, COUNTER_METRIC = 0, 0  # CUpti_ProfilerType, CUpti_MetricType
+API_SASS_METRICS = 2  # CUpti_Profiler_API
 GPU_GRANULARITY = 0  # CUpti_SassMetrics_OutputGranularity: one value for the whole GPU
 
 
 def libcupti_candidates() -> list[str]:
-    """libcupti.so files this machine has: the CUDA wheels' (torch's nvidia-cuda-cupti), then the toolkit's."""
-    patterns = [f"{p}/nvidia/{sub}/lib/libcupti.so*" for p in sys.path if p for sub in ("cu13", "cuda_cupti")]
-    patterns += ["/usr/local/cuda/extras/CUPTI/lib64/libcupti.so*", "/usr/local/cuda/lib64/libcupti.so*",
-                 "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so*"]  # fmt: skip
-    found: list[str] = []
-    for pattern in patterns:
-        for path in sorted(glob.glob(pattern)):
-            if os.path.realpath(path) not in found:
-                found.append(os.path.realpath(path))
-    return found
+    return library_candidates()
 
 
-class Cupti:
-    """libcupti through ctypes. `cupti("cuptiX", Params, field=value…)` fills the params struct (a ctypes array
-    given for a pointer field passes its address), calls, and returns the struct, or raises ProbeError with
-    CUPTI's own message."""
-
-    def __init__(self, path: str):
-        self.path = path
-        self.lib = ctypes.CDLL(path)
-        self.lib.cuptiGetResultString.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
-
-    def __call__(self, function: str, cls: type[ctypes.Structure], **values: Any) -> Any:
-        params = cls(**{k: ctypes.addressof(v) if isinstance(v, ctypes.Array) else v for k, v in values.items()})
-        params.structSize = cls.STRUCT_SIZE  # type: ignore[attr-defined]
-        fn = getattr(self.lib, function)
-        fn.argtypes = [ctypes.c_void_p]
-        result = fn(ctypes.byref(params))
-        if result != 0:
-            text = ctypes.c_char_p()
-            self.lib.cuptiGetResultString(result, ctypes.byref(text))
-            raise ProbeError(f"{function}: {result} {(text.value or b'').decode()}")
-        return params
-
+class Cupti(cupti_counts.Cupti):
     def start(self, api: int) -> tuple[bytes, dict[str, str]]:
         """Initialize the profiler; the chip's name and whether the device supports `api`, field by field."""
         self("cuptiProfilerInitialize", ProfilerInitialize)
-        p = self("cuptiProfilerDeviceSupported", DeviceSupported, cuDevice=0, api=api)
-        support = {f: SUPPORT_LEVELS.get(getattr(p, f), str(getattr(p, f))) for f in SUPPORT_FIELDS}
-        return self("cuptiDeviceGetChipName", GetChipName, deviceIndex=0).pChipName, support
+        return self.chip(0), self.support(0, api)
 
 
-def _names_array(names: list[str]) -> Any:
-    return (ctypes.c_char_p * len(names))(*[n.encode() for n in names])
+_names_array = names_array
 
 
 def _sass_flush(cupti: Cupti, ctx: int, metric_names: dict[int, str], offsets: dict[str, dict[int, str]]) -> dict:
@@ -720,7 +666,7 @@ def _range_metrics(cupti: Cupti, host: int) -> dict[str, Any]:
             cupti("cuptiProfilerHostGetMetricProperties", HostGetMetricProperties, pHostObject=host,
                   pMetricName=metric.encode())  # fmt: skip
             valid.append(metric)
-        except ProbeError as e:
+        except CuptiError as e:
             rejected[metric] = str(e)
     return {"base_metric_count": len(bases), "base_metrics_related": related[:120], "metrics": valid,
             "rejected": rejected}  # fmt: skip
@@ -768,7 +714,7 @@ def route_range_profiler(bundle: Path) -> dict[str, Any]:
           targetNestingLevel=1)  # fmt: skip
     launches = []
     for _ in range(CUPTI_MAX_PASSES):
-        cupti("cuptiRangeProfilerStart", RangeObject, pRangeProfilerObject=profiler)
+        cupti("cuptiRangeProfilerStart", RangeStart, pRangeProfilerObject=profiler)
         launches.append(gemm.launch_ms())
         if cupti("cuptiRangeProfilerStop", RangeStop, pRangeProfilerObject=profiler).isAllPassSubmitted:
             break
@@ -780,7 +726,7 @@ def route_range_profiler(bundle: Path) -> dict[str, Any]:
           counterDataImageSize=data_size, rangeIndex=0, ppMetricNames=names, numMetrics=len(valid),
           pMetricValues=values)  # fmt: skip
     out["profiled_ms"] = round((time.perf_counter() - start) * 1e3, 3)
-    cupti("cuptiRangeProfilerDisable", RangeObject, pRangeProfilerObject=profiler)
+    cupti("cuptiRangeProfilerDisable", RangeDisable, pRangeProfilerObject=profiler)
     cupti("cuptiProfilerHostDeinitialize", HostDeinitialize, pHostObject=host)
     out.update(pass_launch_ms=launches, values=dict(zip(valid, values, strict=True)))
     return out

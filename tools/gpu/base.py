@@ -32,9 +32,23 @@ class CompiledModule(BaseModel):
         "SMS (None in modules recorded before SMS existed).",
     )  # fmt: skip
     kernels: list[KernelResources] = Field(default_factory=list)
+    opcodes: dict[str, dict[str, int]] | None = Field(
+        None, description="Kernel → base SASS opcode → static count, from the sass stage (None: not disassembled): "
+        "what the worker's CUPTI count needs to know which opcodes its counters can have counted.",
+    )  # fmt: skip
     cuda_source: str | None = Field(
         None, description="A CUDA answer's own source, to quote the lines a diagnosis names.", repr=False
     )
+
+    def launched_opcodes(self) -> dict[str, int] | None:
+        """The static opcode counts of the kernels the plan launches, summed; None when the module has none."""
+        if self.opcodes is None:
+            return None
+        total: dict[str, int] = {}
+        for kernel in {launch.kernel for launch in self.plan.launches}:
+            for op, n in self.opcodes.get(kernel, {}).items():
+                total[op] = total.get(op, 0) + n
+        return total
 
 
 class GpuOutcome(BaseModel):

@@ -34,8 +34,9 @@ class TargetMetrics(BaseModel):
     """The profile stage's verdict on the task's target instruction groups (tools/gpu/profile.py)."""
 
     met: bool = Field(description="Every required group executed.")
-    counts: dict[str, int] = Field(description="Executed warp-level instructions per group.")
+    counts: dict[str, int] = Field(description="Executed warp-level instructions per group, as `counter` counts them.")
     paper_tag: bool = Field(description="The paper's run-time arch-specific tag: a paper_tag group executed.")
+    counter: str = Field("ncu", description="'cupti' (tools/gpu/cupti_counts.py) or 'ncu' (tools/gpu/profile.py).")
 
 
 class GpuMetrics(BaseModel):
@@ -58,7 +59,7 @@ class GpuMetrics(BaseModel):
                        "speedup_interval": t.interval, "tflops": t.tflops, "timing_flags": t.flags}  # fmt: skip
         if self.targets:
             fields |= {"targets_met": self.targets.met, "target_counts": self.targets.counts,
-                       "paper_tag": self.targets.paper_tag}  # fmt: skip
+                       "paper_tag": self.targets.paper_tag, "target_counter": self.targets.counter}  # fmt: skip
         return {k: v for k, v in fields.items() if v is not None}
 
     @classmethod
@@ -71,5 +72,6 @@ class GpuMetrics(BaseModel):
                                    interval=e.speedup_interval, tflops=e.tflops, flags=e.timing_flags)  # fmt: skip
         targets = None
         if e.targets_met is not None:
-            targets = TargetMetrics(met=e.targets_met, counts=e.target_counts or {}, paper_tag=bool(e.paper_tag))
+            targets = TargetMetrics(met=e.targets_met, counts=e.target_counts or {}, paper_tag=bool(e.paper_tag),
+                                    counter=e.target_counter or "ncu")  # fmt: skip
         return cls(timing=timing, targets=targets, perf=e.perf)

@@ -1,5 +1,9 @@
 """Run-time proof that the target instructions executed: Nsight Compute on the torch-free launcher, counting
-executed SASS instructions per opcode (warp-level and predicate-true thread-level), then per target group.
+executed SASS instructions per opcode (warp-level and predicate-true thread-level), then per target group. The
+service runs it where the worker's own count (CUPTI, tools/gpu/cupti_counts.py) could not, and for every sm_100a
+attempt. A group executed when its predicate-true thread-level count is > 0 (the paper's rule: an instruction
+reached with its predicate false for every thread did not execute); the warp-level counts, predicated-off
+executions included, are the figures shown.
 
 Without ncu, or when ncu is refused (tools/gpu/ncu.py), the stage is `skipped` with the reason: never a
 failure of the kernel."""
@@ -73,12 +77,15 @@ def summarize(launches: list[dict[str, Any]], groups: list[TargetGroup]) -> dict
         }
     total = sum(warp.values()) or 1
     mix = [[op, n, round(100 * n / total, 2)] for op, n in warp.most_common(12)]
+    executed = thread_counts if thread else counts  # a report without the thread-level metric: warp-level
     return {
+        "counter": "ncu",
         "target_counts": counts,
         "target_thread_counts": thread_counts,
         "target_variants": variants,
-        "targets_met": all(counts[g.name] > 0 for g in groups if g.required),
-        "paper_tag": any(counts[g.name] > 0 for g in groups if g.paper_tag),
+        "target_executed": {g.name: executed[g.name] > 0 for g in groups},
+        "targets_met": all(executed[g.name] > 0 for g in groups if g.required),
+        "paper_tag": any(executed[g.name] > 0 for g in groups if g.paper_tag),
         "opcode_mix": mix,
         "instructions": sum(warp.values()),
     }
@@ -102,26 +109,37 @@ def profile_stage(
     if not launches:
         return _skipped(f"ncu's report held no launches of {', '.join(kernels)}: {ncu.tail(raw)}", start), None
     summary = summarize(launches, groups)
-    lines = []
-    for g in groups:
-        n = summary["target_counts"][g.name]
-        ops = ", ".join(f"{op} {c:,}" for op, c in list(summary["target_variants"][g.name].items())[:3])
-        lines.append(
-            f"{g.name} executed: {n:,} warp instructions"
-            + (f" ({ops})" if ops else "")
-            + ("" if n or not g.required else " — required, but none ran")
-        )
-    mix = ", ".join(f"{op} {share}%" for op, _, share in summary["opcode_mix"][:10])
-    lines.append(f"targets met: {'yes' if summary['targets_met'] else 'NO'}; opcode mix (warp-level): {mix}")
     stage = StageResult(
         name=Stage.PROFILE,
         state=StageState.PASSED,
-        message="\n".join(lines),
+        message=message(summary, groups),
         detail={**summary, "launches_profiled": len(launches)},
         seconds=time.perf_counter() - start,
     )
-    targets = TargetMetrics(met=summary["targets_met"], counts=summary["target_counts"], paper_tag=summary["paper_tag"])
-    return stage, targets
+    return stage, targets_of(summary)
+
+
+def message(summary: dict[str, Any], groups: list[TargetGroup]) -> str:
+    """The profile stage's lines for the model, from either counter's summary: per group its count (and its top
+    variants, which ncu gives), whether the targets are met, and ncu's opcode mix."""
+    lines = []
+    for g in groups:
+        n = summary["target_counts"][g.name]
+        ops = ", ".join(f"{op} {c:,}" for op, c in list(summary.get("target_variants", {}).get(g.name, {}).items())[:3])
+        note = ""
+        if g.required and not summary["target_executed"][g.name]:
+            note = " — required, but none ran" if n == 0 else " — required, but every one ran with its predicate false"
+        lines.append(f"{g.name} executed: {n:,} warp instructions" + (f" ({ops})" if ops else "") + note)
+    met = f"targets met: {'yes' if summary['targets_met'] else 'NO'}"
+    if "opcode_mix" in summary:
+        mix = summary["opcode_mix"][:10]
+        met += "; opcode mix (warp-level): " + ", ".join(f"{op} {share}%" for op, _, share in mix)
+    return "\n".join([*lines, met])
+
+
+def targets_of(summary: dict[str, Any]) -> TargetMetrics:
+    return TargetMetrics(met=summary["targets_met"], counts=summary["target_counts"], paper_tag=summary["paper_tag"],
+                         counter=summary["counter"])  # fmt: skip
 
 
 def kernel_filter(kernels: list[str]) -> str:

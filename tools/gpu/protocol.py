@@ -49,6 +49,9 @@ class WorkerRequest(_Message):
     plan: LaunchPlan
     cubin: bytes = Field(repr=False)
     options: EvalOptions
+    opcodes: dict[str, int] | None = Field(
+        None, description="The launched kernels' static SASS opcode counts (CompiledModule.launched_opcodes)."
+    )
 
 
 class Exit(_Message):

@@ -5,7 +5,8 @@ limit per part of each stage, and kills and restarts the worker after a hang, a 
 No kernel can take the caller down.
 
 The stages after the worker's (tools/gpu/stages.py says which an attempt gets) run here as tool processes on the
-torch-free launcher: the profile and perf passes (Nsight Compute), and compute-sanitizer's diagnoses. A time-out in
+torch-free launcher: the perf pass (Nsight Compute), the counts where the worker's CUPTI could not count them (Nsight
+Compute's profile stage in the place of the worker's skipped one), and compute-sanitizer's diagnoses. A time-out in
 the kernel's parts is located (tools/gpu/hang.py: cuda-gdb attached to the worker before it is killed)."""
 
 from __future__ import annotations
@@ -205,13 +206,15 @@ class GpuService:
             failed = StageResult(name=Stage.RUN, state=StageState.FAILED, message=message)
             return GpuOutcome(status=Status.LAUNCH_ERROR, message=message, stages=[failed])
         request = WorkerRequest(task=task.name, plan=module.plan, cubin=module.cubin,
-                                options=options.model_copy(update={"seed": seed}))  # fmt: skip
+                                options=options.model_copy(update={"seed": seed}),
+                                opcodes=module.launched_opcodes())  # fmt: skip
         limits = stage_limits(task, options)
         outcome, fault = self._in_worker(request, limits, module, arch)
         if outcome.status is Status.PASSED:
-            for stage in stages.after_worker(options, outcome.metrics.speedup):
-                outcome.stages.append(self._profile(stage, task, arch, module, limits, outcome.metrics,
-                                                    options.static_timeout_s))  # fmt: skip
+            counted = outcome.metrics.targets is not None
+            for stage in stages.after_worker(options, outcome.metrics.speedup, counted):
+                result = self._profile(stage, task, arch, module, limits, outcome.metrics, options.static_timeout_s)
+                _put(outcome.stages, result)
         for stage in stages.diagnoses(outcome.status, fault, options):
             self._diagnose(stage, outcome, arch, module, limits, options)
         return outcome
@@ -308,6 +311,18 @@ class GpuService:
                 self.restarts += 1
                 what = str(message) if isinstance(message, ProtocolError) else f"the GPU worker sent {message.kind!r}"
                 return failed(Status.RUNTIME_ERROR, f"during the {current} stage, {what}")
+
+
+def _put(done: list[StageResult], result: StageResult) -> None:
+    """`result` in the place of the worker's stage of that name (Nsight Compute's count where CUPTI's was skipped; its
+    detail keeps why, under "cupti"), else after the others."""
+    at = next((i for i, s in enumerate(done) if s.name is result.name), None)
+    if at is None:
+        done.append(result)
+        return
+    if "cupti" in done[at].detail:
+        result.detail = {**result.detail, "cupti": done[at].detail["cupti"]}
+    done[at] = result
 
 
 def _timeout_text(stage: str, part: str, limits: StageLimits) -> str:

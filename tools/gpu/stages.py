@@ -1,12 +1,15 @@
 """The GPU stages of an attempt: which there are, in what order, where each runs, and what runs after what — the one
-place that decides it. The worker process (tools/gpu/worker.py) runs the stages that need its CUDA context and torch;
-the service (tools/gpu/service.py) runs the others as Nsight Compute or compute-sanitizer processes on the torch-free
-launcher, and each side asks this module which of its stages an attempt gets.
+place that decides it. The worker process (tools/gpu/worker.py) runs the stages that need its CUDA context and torch,
+the profile stage's counts included (CUPTI, tools/gpu/cupti_counts.py); the service (tools/gpu/service.py) runs the
+others as Nsight Compute or compute-sanitizer processes on the torch-free launcher — and the profile stage's counts
+where the worker's CUPTI could not count them (its profile stage skipped, the targets unset) — and each side asks this
+module which of its stages an attempt gets.
 
-The sequence: run → check → time → profile → perf, each only after the ones before it did not fail (profile and perf
-never fail: without ncu they are skipped). Then the diagnoses, compute-sanitizer passes that look at what the
-sequence found: memcheck locates a kernel fault (and checks a correct attempt when eval.memcheck asks), racecheck
-looks at a mismatch when eval.racecheck asks."""
+The sequence: run → check → time → profile → perf, each only after the ones before it did not fail, so a failing
+check (or re-check after timing) pays for neither timing nor counting (profile and perf never fail on their own:
+without a counter they are skipped; a kernel fault while counting fails profile as it fails any stage). Then the
+diagnoses, compute-sanitizer passes that look at what the sequence found: memcheck locates a kernel fault (and checks
+a correct attempt when eval.memcheck asks), racecheck looks at a mismatch when eval.racecheck asks."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from tools.gpu.base import GpuOutcome
 from tools.options import EvalOptions, Profile
 
 GPU_STAGES = (Stage.RUN, Stage.CHECK, Stage.TIME, Stage.PROFILE, Stage.PERF)
-IN_WORKER = (Stage.RUN, Stage.CHECK, Stage.TIME)  # the sequence's start: the worker answers them in one request
+IN_WORKER = (Stage.RUN, Stage.CHECK, Stage.TIME, Stage.PROFILE)  # the sequence's start: one request answers them
 DIAGNOSES = (Stage.MEMCHECK, Stage.RACECHECK)
 
 
@@ -33,9 +36,11 @@ def in_worker(options: EvalOptions) -> list[Stage]:
     return [s for s in planned(options) if s in IN_WORKER]
 
 
-def after_worker(options: EvalOptions, speedup: float | None) -> list[Stage]:
-    """What the service runs of the sequence once the worker's stages passed, in order."""
-    return [s for s in planned(options, speedup) if s not in IN_WORKER]
+def after_worker(options: EvalOptions, speedup: float | None, counted: bool = True) -> list[Stage]:
+    """What the service runs of the sequence once the worker's stages passed, in order; `counted`: whether the
+    worker counted the targets (when not, the service's Nsight Compute profile counts them, first)."""
+    fallback = [Stage.PROFILE] if not counted and Stage.PROFILE in planned(options, speedup) else []
+    return fallback + [s for s in planned(options, speedup) if s not in IN_WORKER]
 
 
 def diagnoses(status: Status, fault: str | None, options: EvalOptions) -> list[Stage]:

@@ -1,6 +1,7 @@
 """The GPU worker: a long-lived process that owns one GPU's CUDA context and runs the stages of each attempt that need
-it (tools/gpu/stages.py in_worker: run → check → time). It speaks the pipe of tools/gpu/protocol.py on stdin/stdout
-(tools/gpu/service.py is the other end) and imports only torch, cuda.bindings, pydantic, pynvml
+it (tools/gpu/stages.py in_worker: run → check → time → profile, the last counting the executed target instructions
+of the candidate's launches with CUPTI, tools/gpu/cupti_counts.py). It speaks the pipe of tools/gpu/protocol.py on
+stdin/stdout (tools/gpu/service.py is the other end) and imports only torch, cuda.bindings, pydantic, pynvml
 (tools/gpu/gpu_state.py) and this repository's tasks/ and tools/ modules.
 
 The candidate never sees the reference result: the reference is computed from a pristine copy of the inputs after
@@ -24,7 +25,7 @@ from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
 from tools.evaluation import Stage, StageResult, StageState, Status
-from tools.gpu import driver, memory, stages, timing
+from tools.gpu import cupti_counts, driver, memory, profile, stages, timing
 from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
 from tools.gpu.devices import device_info
 from tools.gpu.gpu_state import GpuSampler
@@ -54,6 +55,14 @@ class AttemptFailed(Exception):
         self.status, self.stage, self.sticky, self.detail = status, stage, sticky, detail or {}
 
 
+class StageSkipped(Exception):
+    """The stage could not run here, for this reason; the attempt goes on (the service may run it another way)."""
+
+    def __init__(self, reason: str, detail: dict | None = None):
+        super().__init__(reason)
+        self.detail = detail or {}
+
+
 class Worker:
     def __init__(self, emit: Callable[[Progress | StageDone], None]):
         self.emit = emit
@@ -67,14 +76,18 @@ class Worker:
         # Task name → the baseline's rel. L2 error per output: checked once per worker. Its time is not
         # kept: the baseline is timed beside the candidate in every attempt.
         self.baseline_errors: dict[str, dict[str, float]] = {}
+        self.counter = cupti_counts.Counter(device=0)  # the only device this process sees
 
     def evaluate(self, request: WorkerRequest) -> Result:
-        return _Attempt(self, get_task(request.task), request.plan, request.cubin, request.options).run()
+        task = get_task(request.task)
+        return _Attempt(self, task, request.plan, request.cubin, request.options, request.opcodes).run()
 
 
 class _Attempt:
-    def __init__(self, worker: Worker, task: Task, plan: LaunchPlan, cubin: bytes, options: EvalOptions):
+    def __init__(self, worker: Worker, task: Task, plan: LaunchPlan, cubin: bytes, options: EvalOptions,
+                 opcodes: dict[str, int] | None = None):  # fmt: skip
         self.worker, self.task, self.plan, self.cubin, self.options = worker, task, plan, cubin, options
+        self.opcodes = opcodes  # the launched kernels' static SASS: which opcodes CUPTI's counters may have counted
         self.trials = options.trials
         self.seed = options.seed or 0  # the service always sends the seed it chose
         self.module = None
@@ -84,7 +97,7 @@ class _Attempt:
     # ----------------------------------------------------------------------------------------- flow
 
     def run(self) -> Result:
-        runs = {Stage.RUN: self._run, Stage.CHECK: self._check, Stage.TIME: self._time}
+        runs = {Stage.RUN: self._run, Stage.CHECK: self._check, Stage.TIME: self._time, Stage.PROFILE: self._profile}
         status, message, sticky, fault = Status.PASSED, "", False, None
         try:
             for stage in stages.in_worker(self.options):
@@ -94,6 +107,8 @@ class _Attempt:
             status, message, sticky, fault = e.status, str(e), e.sticky, e.detail.get("fault")
             failed = StageResult(name=e.stage, state=StageState.FAILED, message=str(e), detail=e.detail)
             self.worker.emit(StageDone(result=failed))
+            if self.metrics.timing is not None:  # timed, then faulted while counting: a speedup is a correct one's
+                self.metrics.timing = self.metrics.timing.without_speedup()
         if self.module is not None and not sticky:
             driver.call(driver.cu.cuModuleUnload, self.module)
         return Result(status=status, message=message, metrics=self.metrics, sticky=sticky, fault=fault)
@@ -115,13 +130,15 @@ class _Attempt:
         self.current = stage
         self.worker.emit(Progress(stage=stage))
         start = time.perf_counter()
+        state = StageState.PASSED
         try:
             message, detail = fn()
         except torch.cuda.OutOfMemoryError as e:  # anywhere in the stage: scratch, the reference, the baseline
             raise self._out_of_memory(e) from None
-        result = StageResult(
-            name=stage, state=StageState.PASSED, message=message, detail=detail, seconds=time.perf_counter() - start
-        )
+        except StageSkipped as e:
+            state, message, detail = StageState.SKIPPED, str(e), e.detail
+        result = StageResult(name=stage, state=state, message=message, detail=detail,
+                             seconds=time.perf_counter() - start)  # fmt: skip
         self.worker.emit(StageDone(result=result))
 
     # --------------------------------------------------------------------------------------- stages
@@ -219,6 +236,33 @@ class _Attempt:
         if any(b.role == "scratch" for b in self.plan.buffers):  # a part of each timed run, in no kernel's row
             self.metrics.timing.scratch_init_ms = timing.reset_ms(self.reset_scratch, self.worker.bench.flush)
         return measured.message, measured.detail
+
+    def _profile(self) -> tuple[str, dict]:
+        """The executed target instructions of the candidate's launches (never the baseline's, never a timed run),
+        counted here by CUPTI's range profiler, one range per launch, summed over the launches; skipped with the reason
+        where CUPTI cannot count them as Nsight Compute would (the service's ncu counts them then)."""
+        arch = self.worker.info.arch
+        groups = self.task.targets[arch]
+        context = int(driver.call(driver.cu.cuCtxGetCurrent))
+        try:
+            counters = cupti_counts.plan(arch, groups, self.opcodes)
+            values, cost = self.worker.counter.count(context, counters, len(self.launches), self._counted_pass,
+                                                     self._before_pass)  # fmt: skip
+        except cupti_counts.CountUnavailable as e:
+            raise StageSkipped(f"not counted in the worker: {e}", {"fallback": "ncu", "cupti": str(e)}) from None
+        self.executed(cost["passes"])
+        summary = cupti_counts.summarize(values, groups, counters)
+        self.metrics.targets = profile.targets_of(summary)
+        return profile.message(summary, groups), {**summary, "launches_profiled": len(values), **cost}
+
+    def _before_pass(self) -> None:
+        self.reset_scratch()
+        torch.cuda.synchronize(self.worker.device)  # done before the profiled range opens: not counted
+
+    def _counted_pass(self) -> None:
+        with self.faults("counting the executed instructions"):
+            for launch in self.launches:
+                launch.launch(self.stream)
 
     # ------------------------------------------------------------ what the timing method asks (timing.Subject)
 

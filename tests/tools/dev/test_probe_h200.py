@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from tests.tools.gpu.cupti_headers import header_layout, mismatches
 from tools.dev import probe_h200 as probe
 from tools.toolchain import find_tool
 
@@ -58,10 +59,18 @@ def test_reference_gemm_is_planned_at_the_m_asked(tmp_path):
 
 
 def test_cupti_struct_sizes_follow_the_headers_macros():
-    assert probe.GetChipName.STRUCT_SIZE == ctypes.sizeof(probe.GetChipName) == 32
     assert probe.SassFlushData.STRUCT_SIZE == 40 < ctypes.sizeof(probe.SassFlushData)  # ends at numOfInstances
-    assert probe.DeviceSupported.STRUCT_SIZE == 52  # the end of `api`, before the padding
     assert probe.SassGetProperties.STRUCT_SIZE == 56  # the chip and metric names, then MetricDetails (24 bytes)
+
+
+def test_the_sass_metrics_structs_follow_the_cuda_13_headers():
+    structs = [probe.MetricDetails, probe.SassConfig, probe.InstanceValue, probe.SassData, probe.SassGetNumOfMetrics,
+               probe.SassGetMetrics, probe.SassGetProperties, probe.SassSetConfig, probe.SassUnsetConfig,
+               probe.SassEnable, probe.SassDisable, probe.SassGetDataProperties, probe.SassFlushData]  # fmt: skip
+    layout = header_layout(structs)
+    if layout is None:
+        pytest.skip("CUPTI's headers or a C++ compiler are not here")
+    assert mismatches(structs, layout) == []
 
 
 def test_iteration_spans_read_kernels_by_the_launches_in_each_window():

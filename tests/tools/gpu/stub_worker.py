@@ -3,7 +3,9 @@ pipe (tools/gpu/protocol.py, the same messages) without a GPU, for the service's
 script in PTXBENCH_STUB_SCRIPT, a JSON list of [stage, part, seconds] (part null: the stage itself): it announces
 each part as the worker does, spends its seconds there, then answers `passed` — or, when PTXBENCH_STUB_FAILURE
 holds {"status", "stage", "message", "detail", "sticky"}, fails that stage as the worker reports a failure (a
-`fault` in the detail is the kernel's fault, as the worker reports one). PTXBENCH_STUB_LINE, when set, is written
+`fault` in the detail is the kernel's fault, as the worker reports one). PTXBENCH_STUB_SKIPPED, {"stage", "message",
+"detail"}, reports that stage skipped before a passed result (the worker's profile stage where CUPTI cannot count).
+PTXBENCH_STUB_LINE, when set, is written
 as a line before the result (one that is not a message); PTXBENCH_STUB_TORN is written without its newline before
 the stand-in dies, as a worker killed mid-write leaves its last line."""
 
@@ -42,6 +44,9 @@ def main() -> None:
             emit(os.environ["PTXBENCH_STUB_TORN"])
             os._exit(3)
         result = Result(status=Status.PASSED, message="correct")
+        if skipped := json.loads(os.environ.get("PTXBENCH_STUB_SKIPPED", "null")):
+            emit(line(StageDone(result=StageResult(name=skipped["stage"], state=StageState.SKIPPED,
+                                                   message=skipped["message"], detail=skipped["detail"]))))  # fmt: skip
         if failure := json.loads(os.environ.get("PTXBENCH_STUB_FAILURE", "null")):
             detail = failure.get("detail", {})
             failed = StageResult(

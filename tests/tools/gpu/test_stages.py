@@ -27,12 +27,12 @@ def test_every_stage_has_one_place() -> None:
 @pytest.mark.parametrize(
     ("options", "speedup", "worker", "after"),
     [
-        (EvalOptions(), None, [R, C, T], [P]),  # auto: not timed, so no perf pass
-        (EvalOptions(), 0.7, [R, C, T], [P, F]),  # auto: below the bar (1.0 outside the loop)
-        (EvalOptions(), 1.2, [R, C, T], [P]),
-        (EvalOptions(perf_below=1.5), 1.2, [R, C, T], [P, F]),
-        (EvalOptions(profile=Profile.PERF, time=False), None, [R, C], [P, F]),
-        (EvalOptions(profile=Profile.COUNTS), 0.5, [R, C, T], [P]),
+        (EvalOptions(), None, [R, C, T, P], []),  # auto: not timed, so no perf pass
+        (EvalOptions(), 0.7, [R, C, T, P], [F]),  # auto: below the bar (1.0 outside the loop)
+        (EvalOptions(), 1.2, [R, C, T, P], []),
+        (EvalOptions(perf_below=1.5), 1.2, [R, C, T, P], [F]),
+        (EvalOptions(profile=Profile.PERF, time=False), None, [R, C, P], [F]),
+        (EvalOptions(profile=Profile.COUNTS), 0.5, [R, C, T, P], []),
         (EvalOptions(profile=Profile.OFF), 0.5, [R, C, T], []),
     ],
 )
@@ -40,6 +40,14 @@ def test_what_an_attempt_runs_follows_its_options(options, speedup, worker, afte
     assert in_worker(options) == worker
     assert after_worker(options, speedup) == after
     assert planned(options, speedup) == worker + after
+    # where the worker could not count (CUPTI), the service's Nsight Compute counts first, then the perf pass
+    fallback = [P] if P in worker else []
+    assert after_worker(options, speedup, counted=False) == fallback + after
+
+
+def test_a_failing_check_pays_for_neither_timing_nor_counting() -> None:
+    order = in_worker(EvalOptions(profile=Profile.PERF))
+    assert order.index(C) < order.index(T) < order.index(P)  # the worker stops at the first failing stage
 
 
 def test_the_diagnoses_follow_how_the_sequence_ended() -> None:
