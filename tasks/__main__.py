@@ -7,19 +7,21 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tasks.catalog import CATALOG_VERSION, GROUP_DESCRIPTIONS, GROUPS, TARGETS, TASKS, resolve_names
+from tasks.catalog import CATALOG_VERSION, GROUP_DESCRIPTIONS, GROUPS, TARGETS, TASKS, get_task, resolve_names
 from tasks.expr import evaluate
 from tasks.schema import ARCH_ALIASES, Arch, Task, UnknownName
 
 
 def describe(task: Task) -> list[str]:
     names = ", ".join([*(f"alias {a}" for a in task.aliases), *(f"formerly {f}" for f in task.former_names)])
-    seen = f", {task.baseline.h200_ms_seen:g} ms seen on an H200" if task.baseline.h200_ms_seen else ""
+    library = task.baseline.library if task.baseline else "none"
+    seen_ms = task.baseline.h200_ms_seen if task.baseline else None
+    seen = f", {seen_ms:g} ms seen on an H200" if seen_ms else ""
     workload = f"{task.definition} at {task.axis}={task.dims[task.axis]}" if task.axis else task.definition
     lines = [
         f"{task.name}" + (f"  ({names})" if names else "") + f"  [definition v{task.version}]",
         f"  {workload}; dims {' '.join(f'{k}={v}' for k, v in task.dims.items())}; "
-        f"{evaluate(task.flops, task.dims) / 1e9:,.0f} GFLOP; baseline {task.baseline.library}{seen}",
+        f"{evaluate(task.flops, task.dims) / 1e9:,.0f} GFLOP; baseline {library}{seen}",
     ]
     width = max(len(t.name) for t in task.tensors)
     for t in task.tensors:
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {group:<8} {len(members):>3} tasks  {GROUP_DESCRIPTIONS[group]}")
     print()
     for name in names:
-        print("\n".join(describe(TASKS[name])) + "\n")
+        print("\n".join(describe(get_task(name))) + "\n")
     print("archs and their aliases:")
     for arch in Arch:
         aliases = ", ".join(a for a, v in ARCH_ALIASES.items() if v == arch and a != arch)
