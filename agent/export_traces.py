@@ -1,8 +1,8 @@
 """`python -m agent.export_traces RUNS… out=DIR [author=NAME] [tasks=FILE,…]`: every recorded attempt of the run
 folders under RUNS as a FlashInfer-Bench Trace, in DIR laid out as their trace sets are (traces/<author>/<op_type>/
 <definition>.jsonl; a FlashInfer-Bench file's definition and workloads beside them), for their tools to read
-(agent/bench/traces.py says how our records map onto their schema). Runs of tasks loaded from FlashInfer-Bench files need
-those files again: `tasks=` names them (or PTXBENCH_TASK_FILES holds them).
+(agent/bench/traces.py says how our records map onto their schema). Runs of tasks loaded from FlashInfer-Bench files
+need those files again: `tasks=` names them (or PTXBENCH_TASK_FILES holds them).
 Exit status: 0 written (also when every attempt was unverified: it says so); 2 usage error."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from agent import cli
 from tools.extras import needs
 
 with needs("agent", "python -m agent.export_traces"):
-    from agent.loop.store import find_runs
     from agent.bench.traces import export
+    from agent.loop.store import find_runs
     from tasks.catalog import get_task, resolve_names
     from tasks.schema import UnknownName
 

@@ -59,7 +59,9 @@ def correctness(evaluation: Evaluation, task: Task) -> fib.Correctness:
     with our criterion's figures (rel. L2 per output against its tolerance) in `extra`."""
     check = evaluation.stage(Stage.CHECK)
     detail = check.detail if check else {}
-    trials = detail.get("trials") or [detail]  # older records held one trial's outputs at the top
+    trials = detail.get("trials")
+    if not isinstance(trials, list):  # older records: one trial's outputs at the top, `trials` a count
+        trials = [detail]
     outputs = [o for trial in trials for o in trial.get("outputs", []) if isinstance(o, dict) and "name" in o]
     if not outputs:
         nan = float("nan")
