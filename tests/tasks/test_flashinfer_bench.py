@@ -283,3 +283,10 @@ def test_scalars_and_safetensors_inputs(tmp_path):
     inputs = draw_inputs(task, task.dims, seed=0, device="cpu")
     torch.testing.assert_close(inputs["X"], x)
     torch.testing.assert_close(run_reference(task.reference, inputs, task.params)["Y"], x * 2.5)
+
+
+def test_the_service_and_mcp_server_never_open_files():
+    """docs/security.md: no request names a file (its reference would run in our worker)."""
+    for module in ("tools/serve/runner.py", "tools/mcp/server.py"):
+        calls = [line for line in (REPO / module).read_text().splitlines() if "get_task(" in line]
+        assert calls and all("files=False" in line for line in calls), module
