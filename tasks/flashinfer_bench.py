@@ -18,6 +18,7 @@ process) and later commands on the same runs find them again."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 from enum import StrEnum
@@ -447,7 +448,10 @@ def load_file(path: Path | str) -> list[Task]:
     """The tasks of one definition file (its workloads found beside it), registered under their names."""
     path = Path(path).resolve()
     definition = load_definition(path)
-    workloads = [w for f in workload_files(path, definition) for w in parse_workloads(f, definition)]
+    workloads = []
+    for file in workload_files(path, definition):
+        workloads += parse_workloads(file, definition)
+        _check_blobs(file, workloads, trace_set_root(path) or path.parent)
     tasks = to_tasks(definition, workloads, path)
     catalog = _catalog()
     for task in tasks:
@@ -466,6 +470,20 @@ def load_file(path: Path | str) -> list[Task]:
     return tasks
 
 
+def _check_blobs(file: Path, workloads: list[Workload], root: Path) -> None:
+    """Safetensors inputs need their file, and the package, before anything runs (the worker reads them)."""
+    for workload in workloads:
+        for name, spec in workload.inputs.items():
+            if not isinstance(spec, SafetensorsInput):
+                continue
+            if importlib.util.find_spec("safetensors") is None:
+                raise TaskFileError(file, f"{workload.uuid}.inputs.{name}", "safetensors installed (pip install "
+                                    "safetensors) to read a safetensors input")  # fmt: skip
+            if not (root / spec.path).is_file():
+                raise TaskFileError(file, f"{workload.uuid}.inputs.{name}.path", f"a file under the trace set's root "
+                                    f"{root} ({spec.path} is not there)")  # fmt: skip
+
+
 def load_dir(path: Path | str) -> list[Task]:
     """Every definition under a folder: a trace set's definitions/ or a folder of definition files."""
     path = Path(path)
@@ -478,18 +496,27 @@ def load_dir(path: Path | str) -> list[Task]:
 
 def is_file_reference(name: str) -> bool:
     """Whether a task name given on a command line names a file or folder (rather than a catalog name)."""
-    name = name.strip()
+    name = name.strip().partition("#")[0]
     return name.endswith((".json", ".jsonl")) or os.sep in name or Path(name).is_dir()
 
 
 def resolve(item: str) -> list[str]:
-    """The task names a file or folder holds, loading them."""
-    path = Path(item.strip()).expanduser()
-    if path.is_dir():
+    """The task names a file or folder holds, loading them; `FILE#WORKLOAD` only the workload WORKLOAD names (its
+    `<axis><value>` such as m8192, its task name or its uuid)."""
+    spec, _, chosen = item.strip().partition("#")
+    path = Path(spec).expanduser()
+    if path.is_dir() and not chosen:
         return [t.name for t in load_dir(path)]
     if not path.is_file():
-        raise TaskFileError(path, "(file)", "an existing definition JSON file or folder")
-    return [t.name for t in load_file(path)]
+        raise TaskFileError(path, "(file)", "an existing definition JSON file" + ("" if chosen else " or folder"))
+    tasks = load_file(path)
+    if not chosen:
+        return [t.name for t in tasks]
+    picked = [t for t in tasks if chosen in (t.name, t.workload_uuid) or t.name.endswith(f"_{chosen.lower()}")]
+    if not picked:
+        known = ", ".join(t.name.removeprefix(f"{t.definition}_") for t in tasks)
+        raise TaskFileError(path, f"#{chosen}", f"one of its workloads ({known}), a task name or a uuid")
+    return [picked[0].name]
 
 
 def lookup(name: str) -> Task | None:
@@ -552,7 +579,7 @@ def run_reference(name: str, tensors: dict, params: dict) -> dict:
 
 def _safetensors_inputs(path: Path, uuid: str, tensors: dict) -> dict:
     import torch
-    from safetensors.torch import load_file as load_tensors
+    from safetensors.torch import load_file as load_tensors  # load_file checked it is installed
 
     definition, workloads = _DEFINITIONS.get(path.resolve()) or (None, {})
     if definition is None:

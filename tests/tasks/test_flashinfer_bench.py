@@ -139,6 +139,10 @@ def test_a_gemm_definition_with_three_workloads_is_three_tasks():
     assert task.flops == "2*M*N*K" and task.definition == "gemm_bf16_n4096_k4096" and task.axis == "M"
     assert answer_key(task) == SHARED["gemm"]  # our GEMM's reference answer serves any M, N, K
     assert get_task(str(GEMM)).name == names[0]  # task=FILE: its first workload
+    assert get_task(f"{GEMM}#m8192").name == names[2]  # or the one it names
+    assert resolve_names([f"{GEMM}#0b7e2f0c-8a8e-4a6f-a7d1-2c3b4d5e6f02"]) == [names[1]]
+    with pytest.raises(UnknownName, match=r"#m7: one of its workloads \(m256, m248, m8192\)"):
+        get_task(f"{GEMM}#m7")
 
 
 def test_a_gemm_on_other_tensors_gets_no_shared_answer(tmp_path):
@@ -277,6 +281,10 @@ def test_scalars_and_safetensors_inputs(tmp_path):
     x_spec = {"type": "safetensors", "path": "blob/x.safetensors", "tensor_key": "x"}
     wl = {"uuid": "w1", "axes": {"R": 2}, "inputs": {"X": x_spec, "alpha": {"type": "scalar", "value": 2.5}}}
     (root / "workloads" / "elementwise" / "scale_rows.jsonl").write_text(json.dumps(wl) + "\n")
+    (root / "blob" / "x.safetensors").rename(root / "blob" / "moved.safetensors")
+    with pytest.raises(UnknownName, match=r"w1\.inputs\.X\.path: a file under the trace set's root"):
+        resolve_names([str(root)])
+    (root / "blob" / "moved.safetensors").rename(root / "blob" / "x.safetensors")
     (name,) = resolve_names([str(root)])
     task = get_task(name)
     assert task.params == {"alpha": 2.5} and task.tensor("X").init == "derived" and task.flops == "0"
