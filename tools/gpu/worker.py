@@ -337,6 +337,8 @@ class _Attempt:
                 f"correct; {t.kernel_ms:.4f} ms vs {self.task.baseline.library} {t.baseline_ms:.4f} ms: "
                 f"speedup {t.speedup:.3f}×"
             )
+        if t is not None:  # timed alone: the task names no baseline, or the library failed
+            return f"correct; {t.kernel_ms:.4f} ms, timed alone (no speedup)"
         return "correct (not timed)"
 
 
