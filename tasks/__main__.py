@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="GROUP|NAME", help=f"groups: {', '.join(GROUPS)}; or task names")
     args = parser.parse_args(argv)
     try:
-        names = resolve_names(args.names) if args.names else list(TASKS)
+        names = resolve_names(args.names, files=True) if args.names else list(TASKS)
     except UnknownName as e:
         print(e, file=sys.stderr)
         return 2

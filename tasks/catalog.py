@@ -385,11 +385,12 @@ def _closest(name: str, candidates: list[str]) -> str:
     return ", ".join(close) if close else "none near it (`python -m tasks` lists every name)"
 
 
-def get_task(name: str, *, files: bool = True) -> Task:
+def get_task(name: str, *, files: bool = False) -> Task:
     """The task called `name`, an alias, its `<definition>_<axis><value>` spelling or a former name of it, or a task
-    loaded from a FlashInfer-Bench definition file (tasks/flashinfer_bench.py); with `files`, `name` may be such a
-    file, whose first workload it returns (a caller serving other people's requests passes files=False: a file names
-    code to run). UnknownName names the closest names."""
+    loaded from a FlashInfer-Bench definition file (tasks/flashinfer_bench.py). With `files` (a name the user typed on
+    a command line, and only there: a file's reference is code we run), `name` may be such a file, whose first
+    workload it returns; a name from a run folder, a request or a label never opens one. UnknownName names the closest
+    names."""
     key = name.strip().lower()
     key = _ALIASES.get(key) or _FORMER.get(key) or key
     if key not in TASKS:
@@ -403,16 +404,16 @@ def get_task(name: str, *, files: bool = True) -> Task:
     return TASKS[key]
 
 
-def resolve_names(items: list[str]) -> list[str]:
-    """Task names for a list of groups, names, aliases, former names and FlashInfer-Bench definition files or folders
-    (every workload of each), in order and without repeats;
+def resolve_names(items: list[str], *, files: bool = False) -> list[str]:
+    """Task names for a list of groups, names, aliases, former names and, with `files` (as get_task), FlashInfer-Bench
+    definition files or folders (every workload of each), in order and without repeats;
     UnknownName (one line, with the closest task and group names) for the first that is neither."""
     from tasks import flashinfer_bench
 
     names: list[str] = []
     for item in items:
         key = item.strip().lower()
-        if flashinfer_bench.is_file_reference(item):  # a FlashInfer-Bench definition file or folder: its tasks
+        if files and flashinfer_bench.is_file_reference(item):  # a FlashInfer-Bench file or folder (get_task)
             names += flashinfer_bench.resolve(item)
             continue
         if key in GROUPS:

@@ -495,9 +495,10 @@ def load_dir(path: Path | str) -> list[Task]:
 
 
 def is_file_reference(name: str) -> bool:
-    """Whether a task name given on a command line names a file or folder (rather than a catalog name)."""
+    """Whether a task name given on a command line names a file or folder (rather than a catalog name): a .json file,
+    or a path with a slash (a folder in the working directory is `./set` or `set/`, so no folder hides a group)."""
     name = name.strip().partition("#")[0]
-    return name.endswith((".json", ".jsonl")) or os.sep in name or Path(name).is_dir()
+    return name.endswith((".json", ".jsonl")) or os.sep in name
 
 
 def resolve(item: str) -> list[str]:

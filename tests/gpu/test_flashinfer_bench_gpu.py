@@ -31,7 +31,7 @@ def loaded_files_stay_here(monkeypatch):
 
 
 def test_the_reference_answer_passes_every_workload_timed_alone(gpu):
-    for name in resolve_names([str(GEMM)]):
+    for name in resolve_names([str(GEMM)], files=True):
         task = get_task(name)
         ev = evaluate_answer(reference_answer(name, Arch.SM_90A), task, Arch.SM_90A, EvalOptions(trials=2), gpu)
         assert ev.status is Status.PASSED, ev.message

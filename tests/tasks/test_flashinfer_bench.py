@@ -128,7 +128,7 @@ def test_our_fields_are_theirs():
 
 
 def test_a_gemm_definition_with_three_workloads_is_three_tasks():
-    names = resolve_names([str(GEMM)])
+    names = resolve_names([str(GEMM)], files=True)
     assert names == ["gemm_bf16_n4096_k4096_m256", "gemm_bf16_n4096_k4096_m248", "gemm_bf16_n4096_k4096_m8192"]
     task = get_task(names[2])
     assert task.dims == {"M": 8192, "N": 4096, "K": 4096}
@@ -138,34 +138,34 @@ def test_a_gemm_definition_with_three_workloads_is_three_tasks():
     assert task.targets == TARGETS and task.family == "gemm" and task.baseline is None
     assert task.flops == "2*M*N*K" and task.definition == "gemm_bf16_n4096_k4096" and task.axis == "M"
     assert answer_key(task) == SHARED["gemm"]  # our GEMM's reference answer serves any M, N, K
-    assert get_task(str(GEMM)).name == names[0]  # task=FILE: its first workload
-    assert get_task(f"{GEMM}#m8192").name == names[2]  # or the one it names
-    assert resolve_names([f"{GEMM}#0b7e2f0c-8a8e-4a6f-a7d1-2c3b4d5e6f02"]) == [names[1]]
+    assert get_task(str(GEMM), files=True).name == names[0]  # task=FILE: its first workload
+    assert get_task(f"{GEMM}#m8192", files=True).name == names[2]  # or the one it names
+    assert resolve_names([f"{GEMM}#0b7e2f0c-8a8e-4a6f-a7d1-2c3b4d5e6f02"], files=True) == [names[1]]
     with pytest.raises(UnknownName, match=r"#m7: one of its workloads \(m256, m248, m8192\)"):
-        get_task(f"{GEMM}#m7")
+        get_task(f"{GEMM}#m7", files=True)
 
 
 def test_a_gemm_on_other_tensors_gets_no_shared_answer(tmp_path):
     fp16 = gemm_data(name="gemm_fp16_test")
     for spec in (*fp16["inputs"].values(), *fp16["outputs"].values()):
         spec["dtype"] = "float16"
-    task = get_task(str(write(tmp_path, fp16, [workload(64)])))
+    task = get_task(str(write(tmp_path, fp16, [workload(64)])), files=True)
     assert answer_key(task) == "gemm_fp16_test"
 
 
 def test_targets_by_op_type_extension_and_baseline(tmp_path):
     attention = gemm_data(name="attn_test", op_type="gqa_ragged")
-    assert get_task(str(write(tmp_path, attention, [workload(8)], "a"))).family == "attention_fwd"
+    assert get_task(str(write(tmp_path, attention, [workload(8)], "a")), files=True).family == "attention_fwd"
     unknown = gemm_data(name="moe_test", op_type="moe")
     with pytest.raises(UnknownName, match=r'op_type: .*"ptxbench": \{"targets": "gemm"\}'):
-        get_task(str(write(tmp_path, unknown, [workload(8)], "m")))
+        get_task(str(write(tmp_path, unknown, [workload(8)], "m")), files=True)
     given = gemm_data(name="moe_test2", op_type="moe", ptxbench={"targets": "gemm", "baseline": "cublas_gemm"})
-    task = get_task(str(write(tmp_path, given, [workload(8)], "g")))
+    task = get_task(str(write(tmp_path, given, [workload(8)], "g")), files=True)
     assert task.targets[Arch.SM_90A] == TARGETS[Arch.SM_90A]
     assert task.baseline.call == "cublas_gemm" and task.baseline.library == "cuBLAS"
     wrong = gemm_data(name="moe_test3", ptxbench={"baseline": "cublas"})
     with pytest.raises(UnknownName, match=r"ptxbench\.baseline: one of cublas_gemm"):
-        get_task(str(write(tmp_path, wrong, [workload(8)], "w")))
+        get_task(str(write(tmp_path, wrong, [workload(8)], "w")), files=True)
 
 
 def test_baseline_names_are_ours():
@@ -183,23 +183,26 @@ def test_a_folder_is_every_definition_in_it(tmp_path):
         trace = {"definition": f"gemm_{n}", "workload": workload(16), "solution": None, "evaluation": None}
         other = {"definition": "someone_else", "workload": workload(99), "solution": None, "evaluation": None}
         (root / "workloads" / "gemm" / f"gemm_{n}.jsonl").write_text(json.dumps(trace) + "\n" + json.dumps(other))
-    assert resolve_names([str(root)]) == ["gemm_one_m16", "gemm_two_m16"]
+    assert resolve_names([str(root)], files=True) == ["gemm_one_m16", "gemm_two_m16"]
 
 
 def test_a_name_of_our_catalog_is_refused(tmp_path):
     path = write(tmp_path, gemm_data(name="gemm_n4096_k4096"), [workload(8192)])
     with pytest.raises(UnknownName, match="gemm_n4096_k4096_m8192 is our task"):
-        get_task(str(path))
+        get_task(str(path), files=True)
 
 
-def test_a_service_never_opens_a_file():
+def test_a_name_from_anywhere_but_the_command_line_never_opens_a_file():
+    """A run folder, a request or a label names tasks by get_task's default: a path there is an unknown name."""
     with pytest.raises(UnknownName, match="unknown task"):
-        get_task(str(FIXTURES / "never_loaded_by_name.json"), files=False)
+        get_task(str(GEMM))
+    with pytest.raises(UnknownName, match="unknown task or group"):
+        resolve_names([str(GEMM)])
 
 
 def test_a_child_process_finds_the_tasks_by_name():
     """The GPU worker is a child process: it knows the loaded tasks by name through PTXBENCH_TASK_FILES."""
-    resolve_names([str(GEMM)])
+    resolve_names([str(GEMM)], files=True)
     code = "from tasks.catalog import get_task; t = get_task('gemm_bf16_n4096_k4096_m248'); print(t.dims['M'])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env=dict(os.environ), check=True)  # fmt: skip
@@ -229,7 +232,7 @@ def one_line(error: pytest.ExceptionInfo, path: Path, field: str, expected: str)
 def test_a_bad_definition_is_one_line(tmp_path, change, field, expected):
     path = write(tmp_path, gemm_data(**change), [workload(8)])
     with pytest.raises(UnknownName) as error:
-        get_task(str(path))
+        get_task(str(path), files=True)
     one_line(error, path, field, expected)
 
 
@@ -237,14 +240,14 @@ def test_a_workload_without_a_var_axis_is_one_line(tmp_path):
     bad = {"uuid": "u", "axes": {"N": 4096}, "inputs": {"A": {"type": "random"}, "B": {"type": "random"}}}
     path = write(tmp_path, gemm_data(), [workload(8), bad])
     with pytest.raises(UnknownName) as error:
-        get_task(str(path))
+        get_task(str(path), files=True)
     one_line(error, path.with_suffix(".jsonl"), "line 2.axes.M", "a value for the var axis M")
 
 
 def test_definition_without_its_workloads_is_one_line(tmp_path):
     path = write(tmp_path, gemm_data(name="alone"))
     with pytest.raises(UnknownName) as error:
-        get_task(str(path))
+        get_task(str(path), files=True)
     one_line(error, path, "workloads", "a workload file giving M")
 
 
@@ -252,7 +255,7 @@ def test_definition_without_its_workloads_is_one_line(tmp_path):
 
 
 def test_the_definitions_own_reference_runs_on_drawn_inputs():
-    task = get_task("gemm_bf16_n4096_k4096_m248") if resolve_names([str(GEMM)]) else None
+    task = get_task("gemm_bf16_n4096_k4096_m248") if resolve_names([str(GEMM)], files=True) else None
     small = task.model_copy(update={"dims": {"M": 3, "N": 5, "K": 8}})
     inputs = draw_inputs(small, small.dims, seed=1, device="cpu")
     assert inputs["A"].shape == (3, 8) and inputs["A"].dtype == torch.bfloat16
@@ -283,9 +286,9 @@ def test_scalars_and_safetensors_inputs(tmp_path):
     (root / "workloads" / "elementwise" / "scale_rows.jsonl").write_text(json.dumps(wl) + "\n")
     (root / "blob" / "x.safetensors").rename(root / "blob" / "moved.safetensors")
     with pytest.raises(UnknownName, match=r"w1\.inputs\.X\.path: a file under the trace set's root"):
-        resolve_names([str(root)])
+        resolve_names([str(root)], files=True)
     (root / "blob" / "moved.safetensors").rename(root / "blob" / "x.safetensors")
-    (name,) = resolve_names([str(root)])
+    (name,) = resolve_names([str(root)], files=True)
     task = get_task(name)
     assert task.params == {"alpha": 2.5} and task.tensor("X").init == "derived" and task.flops == "0"
     inputs = draw_inputs(task, task.dims, seed=0, device="cpu")
@@ -295,6 +298,16 @@ def test_scalars_and_safetensors_inputs(tmp_path):
 
 def test_the_service_and_mcp_server_never_open_files():
     """docs/security.md: no request names a file (its reference would run in our worker)."""
-    for module in ("tools/serve/runner.py", "tools/mcp/server.py"):
+    for module in ("tools/serve/runner.py", "tools/mcp/server.py", "agent/rl/scoring.py", "agent/loop/run.py"):
         calls = [line for line in (REPO / module).read_text().splitlines() if "get_task(" in line]
-        assert calls and all("files=False" in line for line in calls), module
+        assert calls and not any("files=True" in line for line in calls), module
+
+
+def test_the_command_line_turns_files_into_names():
+    from agent import cli
+
+    pairs = cli.parse_pairs([f"task={GEMM}#m8192", f"tasks=gemm,{GEMM}"])
+    assert pairs["task"] == "gemm_bf16_n4096_k4096_m8192"
+    assert pairs["tasks"] == "gemm,gemm_bf16_n4096_k4096_m256,gemm_bf16_n4096_k4096_m248,gemm_bf16_n4096_k4096_m8192"
+    with pytest.raises(cli.ConfigError, match="an existing definition JSON file"):
+        cli.parse_pairs(["task=missing/def.json"])

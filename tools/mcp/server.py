@@ -40,7 +40,7 @@ def cut(text: str, limit: int = MAX_REPLY_CHARS) -> str:
 
 def _problem(task: str, arch: str) -> tuple[Task, Arch] | str:
     try:
-        return get_task(task, files=False), Arch.resolve(arch)
+        return get_task(task), Arch.resolve(arch)
     except ValueError as e:
         return f"error: {e}"
 
@@ -88,7 +88,7 @@ def build_server(gpu: Gpu | None = None, options: EvalOptions | None = None) -> 
     def task_prompt(task: TaskName) -> str:
         """The task's problem in full: tensors, shapes, dtypes, the baseline, the instructions it must execute."""
         try:
-            return task_text(get_task(task, files=False))
+            return task_text(get_task(task))
         except ValueError as e:
             return f"error: {e}"
 

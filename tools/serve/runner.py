@@ -183,6 +183,6 @@ class Runner:
 def problem(request: EvaluateRequest):
     """The request's task and arch, or BadRequest saying which name is unknown and what is known."""
     try:
-        return get_task(request.task, files=False), Arch.resolve(request.arch)
+        return get_task(request.task), Arch.resolve(request.arch)
     except ValueError as e:  # UnknownName
         raise BadRequest(str(e)) from None
