@@ -29,6 +29,7 @@ COMMANDS = {
     "replay": Command("agent.replay", "recorded attempts evaluated again, beside what was recorded"),
     "inspect": Command("agent.inspect", "a static site for reading runs in a browser, turn by turn"),
     "export_sft": Command("agent.export_sft", "supervised fine-tuning data from run folders, with a data card"),
+    "export_traces": Command("agent.export_traces", "run folders' attempts as FlashInfer-Bench traces (a trace set)"),
     "mine_repairs": Command("agent.mine_repairs", "a teacher repairs the failed attempts of student runs"),
     "mine_notes": Command("agent.mine_notes", "repair notes from run folders, for feedback.notes="),
     "train_sft": Command("agent.train_sft", "LoRA fine-tuning on exported SFT data (the train extra)"),

@@ -127,7 +127,32 @@ def parse_pairs(words: list[str]) -> dict[str, str]:
         if key in pairs:
             raise ConfigError(f"{key} is given twice")
         pairs[key] = value
+    for key in TASK_KEYS:
+        if key in pairs:
+            pairs[key] = _task_files(key, pairs[key])
     return pairs
+
+
+TASK_KEYS = ("task", "tasks")  # the settings whose values may name a FlashInfer-Bench file (tasks/flashinfer_bench.py)
+
+
+def _task_files(key: str, value: str) -> str:
+    """A command line's `task=FILE` or `tasks=…,FILE|DIR/,…` with each file loaded and replaced by the names of its
+    tasks (`task=`: the first). Only here, on what the user typed: everything after sees names, so a run folder or a
+    bench plan read back never opens a file (a definition's reference is code the worker runs)."""
+    from tasks import flashinfer_bench
+
+    items = [item.strip() for item in value.split(",")]
+    if not any(flashinfer_bench.is_file_reference(item) for item in items):
+        return value
+    names = []
+    for item in items:
+        try:
+            found = flashinfer_bench.resolve(item) if flashinfer_bench.is_file_reference(item) else [item]
+        except flashinfer_bench.TaskFileError as e:
+            raise ConfigError(str(e)) from None
+        names += found[:1] if key == "task" else found
+    return ",".join(names)
 
 
 def _utf8(text: str) -> bool:

@@ -16,7 +16,9 @@ from tasks.schema import ARCH_ALIASES, Arch, Task, UnknownName
 
 def describe(task: Task) -> list[str]:
     names = ", ".join([*(f"alias {a}" for a in task.aliases), *(f"formerly {f}" for f in task.former_names)])
-    seen = f", {task.baseline.h200_ms_seen:g} ms seen on an H200" if task.baseline.h200_ms_seen else ""
+    library = task.baseline.library if task.baseline else "none"
+    seen_ms = task.baseline.h200_ms_seen if task.baseline else None
+    seen = f", {seen_ms:g} ms seen on an H200" if seen_ms else ""
     if task.general:
         values = ", ".join(str(t.dims[task.axis]) for t in task.workloads)
         workload = f"{task.definition} at every workload, {task.axis} ∈ {{{values}}} (dims: the largest's)"
@@ -25,7 +27,7 @@ def describe(task: Task) -> list[str]:
     lines = [
         f"{task.name}" + (f"  ({names})" if names else "") + f"  [definition v{task.version}]",
         f"  {workload}; dims {' '.join(f'{k}={v}' for k, v in task.dims.items())}; "
-        f"{evaluate(task.flops, task.dims) / 1e9:,.0f} GFLOP; baseline {task.baseline.library}{seen}",
+        f"{evaluate(task.flops, task.dims) / 1e9:,.0f} GFLOP; baseline {library}{seen}",
     ]
     width = max(len(t.name) for t in task.tensors)
     for t in task.tensors:
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("names", nargs="*", metavar="GROUP|NAME", help=f"groups: {', '.join(GROUPS)}; or task names")
     args = parser.parse_args(argv)
     try:
-        names = resolve_names(args.names) if args.names else list(TASKS)
+        names = resolve_names(args.names, files=True) if args.names else list(TASKS)
     except UnknownName as e:
         print(e, file=sys.stderr)
         return 2

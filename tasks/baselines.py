@@ -124,14 +124,16 @@ def cudnn_fp8_attention_forward(t: Mapping[str, torch.Tensor], *, causal: bool, 
     return run
 
 
+BASELINES: dict[str, Callable[..., Callable[[], Outputs]]] = {
+    "cublas_gemm": cublas_gemm,
+    "cudnn_attention_forward": cudnn_attention_forward,
+    "cudnn_attention_backward": cudnn_attention_backward,
+    "scaled_mm_blockwise": scaled_mm_blockwise,
+    "cudnn_fp8_attention_forward": cudnn_fp8_attention_forward,
+}
+
+
 def prepare_baseline(
     call: str, tensors: Mapping[str, torch.Tensor], params: Mapping[str, float | bool]
 ) -> Callable[[], Outputs]:
-    fn = {
-        "cublas_gemm": cublas_gemm,
-        "cudnn_attention_forward": cudnn_attention_forward,
-        "cudnn_attention_backward": cudnn_attention_backward,
-        "scaled_mm_blockwise": scaled_mm_blockwise,
-        "cudnn_fp8_attention_forward": cudnn_fp8_attention_forward,
-    }[call]
-    return fn(tensors, **params)
+    return BASELINES[call](tensors, **params)

@@ -420,25 +420,40 @@ def _closest(name: str, candidates: list[str]) -> str:
     return ", ".join(close) if close else "none near it (`python -m tasks` lists every name)"
 
 
-def get_task(name: str) -> Task:
-    """The task called `name`, an alias, its `<definition>_<axis><value>` spelling or a former name of it;
-    UnknownName names the closest names."""
+def get_task(name: str, *, files: bool = False) -> Task:
+    """The task called `name`, an alias, its `<definition>_<axis><value>` spelling or a former name of it, or a task
+    loaded from a FlashInfer-Bench definition file (tasks/flashinfer_bench.py). With `files` (a name the user typed on
+    a command line, and only there: a file's reference is code we run), `name` may be such a file, whose first
+    workload it returns; a name from a run folder, a request or a label never opens one. UnknownName names the closest
+    names."""
     key = name.strip().lower()
     key = _ALIASES.get(key) or _FORMER.get(key) or key
     if key in GENERAL:
         return GENERAL[key]
     if key not in TASKS:
+        from tasks import flashinfer_bench
+
+        if (loaded := flashinfer_bench.lookup(name)) is not None:
+            return loaded
+        if files and flashinfer_bench.is_file_reference(name):
+            return flashinfer_bench.lookup(flashinfer_bench.resolve(name)[0])
         every = [*TASKS, *GENERAL, *_ALIASES, *_FORMER]
         raise UnknownName(f"unknown task {name!r}; closest: {_closest(key, every)}")
     return TASKS[key]
 
 
-def resolve_names(items: list[str]) -> list[str]:
-    """Task names for a list of groups, names, aliases and former names, in order and without repeats;
+def resolve_names(items: list[str], *, files: bool = False) -> list[str]:
+    """Task names for a list of groups, names, aliases, former names and, with `files` (as get_task), FlashInfer-Bench
+    definition files or folders (every workload of each), in order and without repeats;
     UnknownName (one line, with the closest task and group names) for the first that is neither."""
+    from tasks import flashinfer_bench
+
     names: list[str] = []
     for item in items:
         key = item.strip().lower()
+        if files and flashinfer_bench.is_file_reference(item):  # a FlashInfer-Bench file or folder (get_task)
+            names += flashinfer_bench.resolve(item)
+            continue
         if key in GROUPS:
             names += GROUPS[key]
             continue

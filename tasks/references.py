@@ -151,7 +151,11 @@ def fp8_attention_forward(t: Tensors, *, causal: bool, scale: float) -> dict[str
 
 
 def run_reference(name: str, tensors: Tensors, params: Mapping[str, float | bool]) -> dict[str, torch.Tensor]:
-    """Call the reference or derivation function a task names."""
+    """Call the reference or derivation function a task names: ours, or a FlashInfer-Bench definition's `run`."""
+    if name.startswith("flashinfer_bench:"):
+        from tasks import flashinfer_bench
+
+        return flashinfer_bench.run_reference(name, dict(tensors), dict(params))
     fn = {
         "gemm": gemm,
         "attention_forward": attention_forward,

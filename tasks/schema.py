@@ -156,7 +156,11 @@ class Task(BaseModel):
     )
     tolerance: float = Field(1e-2, description="Largest metric value that passes.")
     flops: str = Field(description="FLOP count as an expression over dims.")
-    baseline: Baseline
+    baseline: Baseline | None = Field(
+        None,
+        description="The library call it is timed against; None (a FlashInfer-Bench definition naming none): "
+        "the candidate is timed alone and no speedup is reported.",
+    )
     targets: dict[Arch, list[TargetGroup]]
     workloads: list[Task] = Field(
         default_factory=list,
@@ -164,6 +168,8 @@ class Task(BaseModel):
         "the catalog's order: one answer must pass each. Empty for a task at one workload. The general task's own "
         "dims are its largest workload's.",
     )
+    source: str | None = Field(None, description="The FlashInfer-Bench definition file a task was loaded from.")
+    workload_uuid: str | None = Field(None, description="That file's workload this task is (FlashInfer-Bench uuid).")
 
     @model_validator(mode="before")
     @classmethod

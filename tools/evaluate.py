@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     option_flags(parser)
     args = parser.parse_args(argv)
     try:
-        task, arch = get_task(args.task), Arch.resolve(args.arch)
+        task, arch = get_task(args.task, files=True), Arch.resolve(args.arch)
         text = read_text(args.answer)
     except (UnknownName, InputError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

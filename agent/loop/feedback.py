@@ -223,7 +223,8 @@ def timing_table(evaluation: Evaluation, task: Task) -> str:
         return "Timing: not measured."
     flops = evaluate(task.flops, task.dims)
     rows = ["| | time (ms) | TFLOP/s |", "| --- | ---: | ---: |"]
-    measured = [("your kernel", evaluation.kernel_ms), (f"{task.baseline.library} baseline", evaluation.baseline_ms)]
+    library = task.baseline.library if task.baseline else "no"
+    measured = [("your kernel", evaluation.kernel_ms), (f"{library} baseline", evaluation.baseline_ms)]
     rows += [f"| {who} | {ms:.4f} | {flops / ms / 1e9:,.0f} |" for who, ms in measured if ms is not None]
     if evaluation.speedup is not None:
         rows.append(f"\nSpeedup: {evaluation.speedup:.3f}× the baseline.")

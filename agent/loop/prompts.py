@@ -167,6 +167,8 @@ def _targets(task: Task, arch: Arch) -> str:
 def _baseline(task: Task, arch: Arch, flops: float) -> str:
     """The baseline, with what is known of its speed on this arch's GPU: seen on our H200, or reported on a B200."""
     b = task.baseline
+    if b is None:
+        return "none: this task names no library to compare with, so your kernel is timed alone (no speedup)."
     text = f"{b.description}."
     if arch is Arch.SM_90A and b.h200_ms_seen:
         text += f" Seen on an H200: {b.h200_ms_seen:g} ms ({flops / b.h200_ms_seen / 1e9:,.0f} TFLOP/s)."

@@ -19,8 +19,17 @@ SHARED = {"gemm": "gemm_n7168_k5120"}  # family → the answer every definition 
 
 
 def answer_key(task: Task) -> str:
-    """The file stem of the answer that serves `task`: its definition's, or its family's shared one."""
-    return SHARED.get(task.family, task.definition)
+    """The file stem of the answer that serves `task`: its definition's, or its family's shared one where the task's
+    tensors are that answer's (names, dtypes, shapes over the same dims: a FlashInfer-Bench GEMM over A[M,K], B[N,K],
+    C[M,N] in bf16 is served by our GEMM's answer; one in fp16 is not)."""
+    shared = SHARED.get(task.family)
+    if shared is None or (task.source is not None and _tensors(task) != _tensors(TASKS[shared])):
+        return task.definition
+    return shared
+
+
+def _tensors(task: Task) -> list[tuple[str, str, tuple[str, ...], str]]:
+    return [(t.name, t.dtype, tuple(t.shape), t.role) for t in task.tensors]
 
 
 def answer_path(task: str, arch: Arch | str) -> Path:

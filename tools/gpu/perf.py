@@ -230,7 +230,10 @@ def where_in_kernel(module: CompiledModule, arch: Arch, pages: ncu.Pages, timeou
 
 
 def library_launches(task: Task, device: int, timeout_s: float) -> list[KernelPerf]:
-    """The baseline library's launches for one call on the task's inputs. Raises ncu.NcuFailed."""
+    """The baseline library's launches for one call on the task's inputs. Raises ncu.NcuFailed (a task without a
+    baseline too: its perf report then holds the candidate's side alone)."""
+    if task.baseline is None:
+        raise ncu.NcuFailed("the task names no baseline library")
     target = [sys.executable, "-m", "tools.gpu.baseline_launch", task.name]
     raw = ncu.profile_raw(target, ["--profile-from-start", "off", *COLLECT], env=launcher.environment(device),
                           timeout_s=timeout_s)  # fmt: skip
@@ -273,7 +276,7 @@ def perf_stage(
     theirs, note = library.get(task, timeout_s)
     rule = limiter(ours, theirs)
     report = PerfReport(
-        launches=ours, library=task.baseline.library, baseline=theirs, baseline_note=note,
+        launches=ours, library=task.baseline.library if task.baseline else "none", baseline=theirs, baseline_note=note,
         limiter=rule.name if rule else None, limiter_says=rule.says if rule else None,
         seconds=round(time.perf_counter() - start, 3), hot_lines=hot, hot_lines_note=hot_note,
         register_settings=hot_lines.register_settings(module.ptx, module.language), scratch_init_ms=scratch_init_ms,

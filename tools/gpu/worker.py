@@ -285,6 +285,8 @@ class _Attempt:
         """The library's call on these inputs, prepared afresh (it is timed beside the candidate every time);
         checked against the reference the first time this worker prepares it for the task."""
         self.part("baseline")
+        if self.task.baseline is None:  # timing.time_attempt then times the candidate alone: no speedup
+            raise LookupError("the task names no baseline library")
         run = prepare_baseline(self.task.baseline.call, inputs, self.task.params)
         if self.task.name not in self.worker.baseline_errors:
             reference = run_reference(self.task.reference, inputs, self.task.params)
@@ -374,11 +376,13 @@ class _Attempt:
 
     def _passed_message(self) -> str:
         t = self.metrics.timing
-        if t is not None and t.speedup is not None:
+        if t is not None and t.speedup is not None and self.task.baseline is not None:
             return (
                 f"correct; {t.kernel_ms:.4f} ms vs {self.task.baseline.library} {t.baseline_ms:.4f} ms: "
                 f"speedup {t.speedup:.3f}×"
             )
+        if t is not None:  # timed alone: the task names no baseline, or the library failed
+            return f"correct; {t.kernel_ms:.4f} ms, timed alone (no speedup)"
         return "correct (not timed)"
 
 
