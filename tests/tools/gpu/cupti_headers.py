@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,22 +18,27 @@ HEADERS = ("cupti_target.h", "cupti_profiler_target.h", "cupti_profiler_host.h",
            "cupti_sass_metrics.h")  # fmt: skip
 
 
-def include_dir() -> Path | None:
-    """A CUDA include folder holding CUPTI's profiler headers: CUDA_HOME's, then /usr/local/cuda*'s."""
+def include_dirs() -> list[Path] | None:
+    """The include folders that hold CUPTI's profiler headers and cuda.h: CUDA_HOME's, then /usr/local/cuda*'s, then
+    the CUDA 13 wheels' on sys.path (nvidia-cuda-cupti brings the headers, nvidia-cuda-runtime cuda.h; the dev extra
+    installs both, so CI compiles them too). None where they are missing."""
     roots = [os.environ["CUDA_HOME"]] if os.environ.get("CUDA_HOME") else []
     roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
     for root in roots:
         for sub in ("include", "extras/CUPTI/include"):
             folder = Path(root) / sub
             if all((folder / h).is_file() for h in HEADERS) and (Path(root) / "include" / "cuda.h").is_file():
-                return folder
-    return None
+                return [Path(root) / "include", folder]
+    wheels = [Path(p) / "nvidia" / "cu13" / "include" for p in sys.path if p]
+    cupti = next((w for w in wheels if all((w / h).is_file() for h in HEADERS)), None)
+    cuda = next((w for w in wheels if (w / "cuda.h").is_file()), None)
+    return [cuda, cupti] if cupti and cuda else None
 
 
 def header_layout(structs: list[type[ctypes.Structure]]) -> dict[str, dict] | None:
     """C name → {"sizeof", "struct_size" (-1: no macro), "offsets": {field: offset}}, compiled from the headers."""
-    folder, cc = include_dir(), shutil.which("g++") or shutil.which("c++")  # cupti_profiler_host.h is C++
-    if folder is None or cc is None:
+    folders, cc = include_dirs(), shutil.which("g++") or shutil.which("c++")  # cupti_profiler_host.h is C++
+    if folders is None or cc is None:
         return None
     lines = [*(f"#include <{h}>" for h in HEADERS), "#include <stdio.h>", "#include <stddef.h>", "int main(void) {",
              'printf("{");']  # fmt: skip
@@ -49,7 +55,7 @@ def header_layout(structs: list[type[ctypes.Structure]]) -> dict[str, dict] | No
     with tempfile.TemporaryDirectory() as tmp:
         source, binary = Path(tmp) / "layout.cpp", Path(tmp) / "layout"
         source.write_text("\n".join(lines))
-        subprocess.run([cc, f"-I{folder.parent / 'include'}", f"-I{folder}", str(source), "-o", str(binary)],
+        subprocess.run([cc, *(f"-I{f}" for f in folders), str(source), "-o", str(binary)],
                        check=True, capture_output=True, text=True)  # fmt: skip
         return json.loads(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout)
 
