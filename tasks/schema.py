@@ -200,6 +200,11 @@ class Task(BaseModel):
         return bool(self.workloads)
 
     @property
+    def largest(self) -> Task:
+        """The member whose dims a shape-general task reads as (tasks/catalog.py copies it); a plain task itself."""
+        return next((m for m in self.workloads if m.dims == self.dims), self)
+
+    @property
     def members(self) -> list[Task]:
         """The tasks an answer is judged at: a general task's workloads, or the task itself."""
         return self.workloads or [self]

@@ -124,8 +124,8 @@ def extract_stage(
             f"the launch spec fails at {len(problems)} of {len(task.workloads)} workloads:\n{at_workloads(problems)}"
         )
         return StageResult(name=Stage.EXTRACT, state=StageState.FAILED, message=message), None, {}
-    if task.general:  # it reads as its largest workload
-        plans[task.name] = plan_launches(solution.launch, task, arch)
+    if task.general:  # it reads as its largest workload, whose plan is already made
+        plans[task.name] = plans[task.largest.name]
     detail = {"language": solution.language, "source_lines": solution.source.count("\n") + 1,
               "launches": len(solution.launch.launches), "solution_hash": solution.content_hash}  # fmt: skip
     return StageResult(name=Stage.EXTRACT, state=StageState.PASSED, detail=detail), solution, plans
@@ -186,7 +186,7 @@ def abi_stage(
         message = f"fails at {len(failed)} of {len(results)} workloads:\n{at_workloads(failed)}"
         return StageResult(name=Stage.ABI, state=StageState.FAILED, message=message,
                            detail={"problems": list(dict.fromkeys(problems))})  # fmt: skip
-    largest = _abi(solution, compiled, task, arch, plan)
+    largest = next(r for m, r in results if m is task.largest)  # the task reads as it: its check is the task's
     return largest.model_copy(update={"detail": {**largest.detail, "workloads": [m.name for m in task.workloads]}})
 
 

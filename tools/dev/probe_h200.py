@@ -55,14 +55,10 @@ from tools.gpu.cupti_counts import (
     USER_REPLAY,
     CuptiError,
     GetCounterAvailability,
-    HostConfigAddMetrics,
     HostDeinitialize,
     HostEvaluate,
     HostGetBaseMetrics,
-    HostGetConfigImage,
-    HostGetConfigImageSize,
     HostGetMetricProperties,
-    HostGetNumOfPasses,
     HostInitialize,
     ProfilerInitialize,
     RangeCounterDataInitialize,
@@ -691,14 +687,8 @@ def route_range_profiler(bundle: Path) -> dict[str, Any]:
     if not valid:
         raise ProbeError(f"no metric was accepted: {out['rejected']}")
     names = _names_array(valid)
-    cupti("cuptiProfilerHostConfigAddMetrics", HostConfigAddMetrics, pHostObject=host, ppMetricNames=names,
-          numMetrics=len(valid))  # fmt: skip
-    image_size = cupti("cuptiProfilerHostGetConfigImageSize", HostGetConfigImageSize, pHostObject=host).configImageSize
-    config = (ctypes.c_uint8 * image_size)()
-    cupti("cuptiProfilerHostGetConfigImage", HostGetConfigImage, pHostObject=host, configImageSize=image_size,
-          pConfigImage=config)  # fmt: skip
-    out["passes_needed"] = cupti("cuptiProfilerHostGetNumOfPasses", HostGetNumOfPasses, configImageSize=image_size,
-                                 pConfigImage=config).numOfPasses  # fmt: skip
+    config, out["passes_needed"] = cupti.config(host, valid)
+    image_size = len(config)
     out["unprofiled_ms"] = [gemm.launch_ms() for _ in range(3)]
     start = time.perf_counter()
     profiler = cupti("cuptiRangeProfilerEnable", RangeEnable, ctx=ctx).pRangeProfilerObject
