@@ -28,6 +28,20 @@ class Profile(StrEnum):
     AUTO = "auto"  # perf when the speedup is below perf_below, counts otherwise
 
 
+class Criterion(StrEnum):
+    """Which rule judges an output correct."""
+
+    PTXBENCH = "ptxbench"  # ours: relative L2 against an fp32 reference, on spiky inputs (tools/gpu/check.py)
+    PAPER = "paper"  # the paper's: elementwise atol = rtol = 1e-2 against the library's output, its input draws
+
+
+class SpeedupFigure(StrEnum):
+    """Which of the two timings every timed evaluation holds is its headline speedup."""
+
+    PAIRED = "paired"  # both kernels in alternating blocks, one clock (tools/gpu/timing.py)
+    PAPER = "paper"  # each timed alone, the paper's way: CUPTI kernel durations where available, else CUDA events
+
+
 class EvalOptions(BaseModel):
     """What to run and how hard."""
 
@@ -36,7 +50,17 @@ class EvalOptions(BaseModel):
     seed: int | None = Field(
         None, ge=0, le=MAX_SEED, description="First trial's input seed; unset: a fresh one per attempt (recorded)."
     )
+    criterion: Criterion = Field(
+        Criterion.PTXBENCH,
+        description="The correctness rule: ptxbench (ours: rel. L2 against fp32 on spiky inputs) or paper "
+        "(elementwise atol = rtol = 1e-2 against the library's own output on the paper's input draws).",
+    )
     time: bool = Field(True, description="Time the kernel against the baseline.")
+    speedup: SpeedupFigure = Field(
+        SpeedupFigure.PAIRED,
+        description="The headline speedup, which scores, stops the loop and goes into reports: paired (both "
+        "kernels interleaved, one clock) or paper (each timed alone); the other is kept beside it.",
+    )
     profile: Profile = Field(
         Profile.AUTO,
         description="Profiling after a correct attempt: off; counts (executed target instructions: CUPTI in the GPU "
