@@ -39,8 +39,9 @@ def render(ev: Evaluation) -> str:
             lines.append(f"           {text}")
     if ev.speedup is not None:
         low, high = ev.speedup_interval or (ev.speedup, ev.speedup)
+        shown = f"interval {low:.3f}–{high:.3f}×" if ev.speedup_interval else ev.headline_words()
         lines.append(
-            f"speedup {ev.speedup:.3f}× (interval {low:.3f}–{high:.3f}×): {ev.kernel_ms:.4f} ms vs baseline "
+            f"speedup {ev.speedup:.3f}× ({shown}): {ev.kernel_ms:.4f} ms vs baseline "
             f"{ev.baseline_ms:.4f} ms, {ev.tflops:.0f} TFLOP/s"
             + (f"; the minimum over the workloads, geomean {ev.speedup_geomean:.3f}×" if ev.speedup_geomean else "")
         )

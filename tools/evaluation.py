@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tasks.schema import Arch
+from tools.options import SpeedupFigure
 from tools.perf_report import PerfReport
 
 
@@ -66,7 +67,9 @@ class WorkloadResult(BaseModel):
     message: str = Field("", description="The member's own summary (its failure, or why its GPU stages skipped).")
     kernel_ms: float | None = None
     baseline_ms: float | None = None
-    speedup: float | None = Field(None, description="The member's paired speedup; only for a correct workload.")
+    speedup: float | None = Field(
+        None, description="The member's headline speedup (the attempt's speedup_figure); only for a correct workload."
+    )
     tflops: float | None = None
     targets_met: bool | None = None
     device: str | None = None
@@ -78,6 +81,7 @@ class WorkloadResult(BaseModel):
 
 
 GENERAL_FIELDS = ("workloads", "speedup_geomean", "shown_workload")  # absent from a plain task's record
+PAPER_FIGURE_FIELDS = ("speedup_figure", "other_speedup")  # absent from a record timed under the default (paired)
 
 
 class Evaluation(BaseModel):
@@ -93,21 +97,35 @@ class Evaluation(BaseModel):
     worker: str | None = Field(
         None, description="The evaluation pool's Dask worker that ran the GPU stages (host-gpuN); None: a GPU here."
     )
-    kernel_ms: float | None = Field(None, description="Median of the candidate's timed runs (cold L2).")
+    kernel_ms: float | None = Field(
+        None, description="The candidate's run time (cold L2): paired, the median of its timed runs; paper, the mean "
+        "of its trials' medians, timed alone.",
+    )  # fmt: skip
     baseline_ms: float | None = Field(
-        None, description="Median of the baseline's runs, interleaved with the candidate's in the same window."
-    )
+        None, description="The baseline's, measured as kernel_ms is: paired, interleaved with the candidate's in the "
+        "same window; paper, alone, right after.",
+    )  # fmt: skip
     speedup: float | None = Field(
         None,
-        description="Paired: the median over alternating blocks of (baseline median / candidate median) in the "
-        "block (tools/gpu/timing.py); only for correct attempts. The paper's separate-medians figure is in the "
-        "time stage's detail (`paper`).",
+        description="The headline figure, eval.speedup's (speedup_figure; only for correct attempts): it scores, "
+        "stops the loop and goes into reports. Paired (the default): the median over alternating blocks of "
+        "(baseline median / candidate median) in the block (tools/gpu/timing.py). Paper: baseline_ms / kernel_ms, "
+        "each timed alone by CUPTI kernel durations, or CUDA events where CUPTI cannot (the time stage's "
+        "detail.paper.source). The other figure is other_speedup under paper, the time stage's detail.paper under "
+        "paired.",
+    )
+    speedup_figure: SpeedupFigure | None = Field(
+        None, description="Which figure speedup is: 'paper', or None (absent from the record): paired."
+    )
+    other_speedup: float | None = Field(
+        None, description="Under speedup_figure 'paper': the paired figure, beside the headline; absent otherwise."
     )
     speedup_interval: list[float] | None = Field(
         None,
-        description="The order-statistic interval of the per-block ratios' median: the k-th lowest and k-th "
-        "highest ratio, k the largest holding the true median ratio with probability ≥ 95% "
-        "(tools/gpu/timing.py median_interval); with 6 blocks or fewer the lowest and highest.",
+        description="The paired figure's order-statistic interval of the per-block ratios' median: the k-th lowest "
+        "and k-th highest ratio, k the largest holding the true median ratio with probability ≥ 95% "
+        "(tools/gpu/timing.py median_interval); with 6 blocks or fewer the lowest and highest. None under "
+        "speedup_figure 'paper' (the paper's figure has no interval; timing_flags says when its trials disagree).",
     )
     timing_flags: list[str] = Field(
         default_factory=list,
@@ -142,19 +160,21 @@ class Evaluation(BaseModel):
 
     @model_serializer(mode="wrap")
     def _plain_record_unchanged(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """A task at one workload is recorded exactly as before shape-general tasks existed."""
+        """A task at one workload is recorded exactly as before shape-general tasks existed, and one timed under the
+        default figure (paired) as before eval.speedup existed."""
         data = handler(self)
-        if self.workloads is None:
-            for key in GENERAL_FIELDS:
-                data.pop(key, None)
+        hidden = (GENERAL_FIELDS if self.workloads is None else ()) + (
+            PAPER_FIGURE_FIELDS if self.speedup_figure is None else ()
+        )
+        for key in hidden:
+            data.pop(key, None)
         return data
 
     @model_validator(mode="after")
     def _metrics_match_stages(self) -> Evaluation:
         """Each figure comes from the stage that measures it, so none can be reported without its evidence."""
-        if (self.speedup, self.speedup_interval, self.speedup_geomean) != (
-            None,
-        ) * 3 and self.status is not Status.PASSED:
+        speedups = (self.speedup, self.speedup_interval, self.speedup_geomean, self.other_speedup)
+        if speedups != (None,) * 4 and self.status is not Status.PASSED:
             raise ValueError(f"a speedup is only reported for a passed attempt, not {self.status}")
         needs = [
             (self.status is Status.PASSED, Stage.CHECK, "status 'passed'"),
@@ -168,6 +188,21 @@ class Evaluation(BaseModel):
             if present and (result is None or result.state is not StageState.PASSED):
                 raise ValueError(f"{what} needs a passed {stage} stage")
         return self
+
+    @property
+    def headline_figure(self) -> SpeedupFigure:
+        """Which figure `speedup` is (records from before eval.speedup: paired)."""
+        return self.speedup_figure or SpeedupFigure.PAIRED
+
+    def headline_words(self) -> str:
+        """What the headline speedup is, in words for people and models (the feedback, tools.evaluate's report)."""
+        if self.headline_figure is SpeedupFigure.PAPER:
+            time = self.stage(Stage.TIME)
+            source = ((time.detail.get("paper") or {}) if time else {}).get("source")
+            how = "CUPTI kernel durations" if source == "cupti" else "CUDA events"
+            beside = f"; paired, interleaved at one clock: {self.other_speedup:.3f}×" if self.other_speedup else ""
+            return f"the paper's figure: each timed alone, {how}{beside}"
+        return "paired: interleaved with the baseline at one clock"
 
     def stage(self, name: Stage) -> StageResult | None:
         return next((s for s in self.stages if s.name is name), None)

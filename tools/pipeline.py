@@ -294,7 +294,8 @@ def _speed(evaluation: Evaluation) -> float:
 
 def combine(task: Task, results: list[Evaluation]) -> Evaluation:
     """A shape-general task's one Evaluation of its workloads' (in its workloads' order): correct only when every
-    workload is; speedup the minimum over them (the paper's agent's rule), their geometric mean beside it; the stages
+    workload is; speedup the minimum over them (the paper's agent's rule) of whichever figure is the headline
+    (eval.speedup), other_speedup the minimum of the other, their geometric mean beside it; the stages
     and figures those of its first failing workload, else its slowest; the message naming the failing workloads."""
     rows = [_row(e, m) for e, m in zip(results, task.workloads, strict=True)]
     failing = [i for i, e in enumerate(results) if not e.correct]
@@ -306,8 +307,10 @@ def combine(task: Task, results: list[Evaluation]) -> Evaluation:
         timed = None not in speedups
         if timed:
             update["speedup_geomean"] = math.exp(sum(math.log(x) for x in speedups) / len(speedups))
+            others = [e.other_speedup for e in results]  # the figure beside the headline, its minimum too
+            update["other_speedup"] = None if None in others else min(others)
         else:  # the minimum over some of the workloads is no minimum
-            update |= {"speedup": None, "speedup_interval": None}
+            update |= {"speedup": None, "speedup_interval": None, "other_speedup": None}
         met = [e.targets_met for e in results]
         update["targets_met"] = None if None in met else all(met)
         update["message"] = f"correct at all {len(rows)} workloads of {task.definition}" + (

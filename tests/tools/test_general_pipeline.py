@@ -17,7 +17,7 @@ from tasks.schema import Arch
 from tasks.solutions import reference_answer
 from tests.tools.files import read_answer
 from tools.evaluate import render
-from tools.evaluation import GENERAL_FIELDS, Evaluation, Stage, StageResult, StageState, Status
+from tools.evaluation import GENERAL_FIELDS, PAPER_FIGURE_FIELDS, Evaluation, Stage, StageResult, StageState, Status
 from tools.gpu.base import CompiledModule, GpuOutcome
 from tools.gpu.metrics import GpuMetrics, TargetMetrics, TimingMetrics
 from tools.options import EvalOptions, Profile
@@ -307,6 +307,8 @@ def test_a_plain_tasks_record_is_unchanged():
         "target_counter", "paper_tag", "perf",
     ]  # fmt: skip
     assert not set(GENERAL_FIELDS) & set(json.loads(ev.model_dump_json()))
+    # Nor the headline figure's (eval.speedup): a record timed under the default, paired, is written as before.
+    assert not set(PAPER_FIGURE_FIELDS) & set(json.loads(ev.model_dump_json()))
 
 
 def test_a_geomean_without_a_pass_is_refused():

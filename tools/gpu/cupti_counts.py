@@ -24,7 +24,8 @@ library; the values were measured on our H200 against ncu by tools/dev/probe_h20
   (`smsp__sass_inst_executed_op_utcmma`, `_tmem`, `_tma_*`), but none was measured on a B200.
 
 The worker calls `Counter.count` after its check (and time) stages pass; the profiler is enabled for that attempt
-only and always disabled and de-initialized afterwards, a kernel fault included. CountUnavailable (no library, an
+only and always disabled and de-initialized afterwards, a kernel fault included, and never while CUPTI's activity API
+times kernels (tools/gpu/cupti_user.py). CountUnavailable (no library, an
 unsupported device or arch, a CUPTI error) leaves the count to Nsight Compute, in the service."""
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.schema import Arch, TargetGroup
+from tools.gpu import cupti_user
 
 COUNTER = "cupti"  # what the record names as the counter (Nsight Compute's: "ncu")
 MAX_PASSES = 16  # the counters below need 1 or 2 (cuptiProfilerHostGetNumOfPasses); more means something is wrong
@@ -363,7 +365,7 @@ class Counter:
         metrics = metrics_of(counters)
         start = time.perf_counter()
         try:
-            with _profiler(cupti) as availability_of:
+            with cupti_user.holding("range profiler"), _profiler(cupti) as availability_of:
                 availability = availability_of(context)
                 with cupti.host(chip, availability) as host:
                     image, passes = cupti.config(host, metrics)
@@ -372,6 +374,8 @@ class Counter:
                     values, ran = _collect(cupti, host, context, image, metrics, launches, run_pass, before_pass)
         except CuptiError as e:
             raise CountUnavailable(f"CUPTI failed: {e}") from None
+        except cupti_user.CuptiBusy as e:
+            raise CountUnavailable(str(e)) from None
         cost = {"library": cupti.path, "chip": chip.decode(), "passes": ran, "seconds": time.perf_counter() - start}
         return values, cost
 

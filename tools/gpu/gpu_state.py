@@ -121,10 +121,13 @@ def summarize_state(samples: list[GpuSample], max_sm_mhz: int | None, power_limi
     return GpuState(recorded=True, max_sm_mhz=max_sm_mhz, power_limit_w=power_limit_w, phases=phases)
 
 
-def noisy_flag(spread: float, state: GpuState, library: str) -> str | None:
-    """'noisy — …' when the speedup's interval is wider than NOISY_SPREAD of it or a thermal or hardware
-    slowdown held in SLOWDOWN_SHARE of a phase's samples; the throttling seen says why. None otherwise."""
-    causes = [f"the speedup's interval spans {spread:.1%}"] if spread > NOISY_SPREAD else []
+def noisy_flag(
+    spread: float, state: GpuState, library: str, spread_of: str = "the speedup's interval spans"
+) -> str | None:
+    """'noisy — …' when the speedup's interval is wider than NOISY_SPREAD of it (under eval.speedup=paper: the
+    paper's trial medians spread wider) or a thermal or hardware slowdown held in SLOWDOWN_SHARE of a phase's
+    samples; the throttling seen says why. None otherwise."""
+    causes = [f"{spread_of} {spread:.1%}"] if spread > NOISY_SPREAD else []
     slowed = any(state.share(r, p) >= SLOWDOWN_SHARE for r in SLOWDOWNS for p in state.phases)
     if not causes and not slowed:
         return None

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from tools.evaluation import Evaluation
+from tools.options import SpeedupFigure
 from tools.perf_report import PerfReport
 
 
@@ -15,10 +16,16 @@ class TimingMetrics(BaseModel):
     """The time stage's figures (tools/gpu/timing.py). Timed alone, when the baseline was unavailable: the kernel's
     time and TFLOP/s only."""
 
-    kernel_ms: float = Field(description="The candidate's median run time (cold L2).")
-    baseline_ms: float | None = Field(None, description="The baseline's median run time, in the same window.")
-    speedup: float | None = Field(None, description="Paired: the median of the per-block ratios.")
-    interval: list[float] | None = Field(None, description="The speedup's order-statistic interval [low, high].")
+    kernel_ms: float = Field(description="The candidate's run time (cold L2), as the headline figure measures it.")
+    baseline_ms: float | None = Field(None, description="The baseline's run time, in the same window.")
+    speedup: float | None = Field(
+        None, description="The headline: paired, the median of the per-block ratios; paper, baseline ms / kernel ms."
+    )
+    interval: list[float] | None = Field(
+        None, description="The paired speedup's order-statistic interval [low, high]; None under paper."
+    )
+    figure: SpeedupFigure | None = Field(None, description="Which figure `speedup` is; None: paired (the default).")
+    other_speedup: float | None = Field(None, description="Under paper: the paired figure beside it.")
     tflops: float | None = Field(None, description="The task's FLOPs / kernel_ms.")
     flags: list[str] = Field(default_factory=list, description="What makes the timing doubtful.")
     scratch_init_ms: float | None = Field(
@@ -27,7 +34,7 @@ class TimingMetrics(BaseModel):
 
     def without_speedup(self) -> TimingMetrics:
         """The figures of an attempt found wrong after it was timed: a speedup is only ever a correct one's."""
-        return self.model_copy(update={"speedup": None, "interval": None})
+        return self.model_copy(update={"speedup": None, "interval": None, "other_speedup": None})
 
 
 class TargetMetrics(BaseModel):
@@ -56,7 +63,8 @@ class GpuMetrics(BaseModel):
         if self.timing:
             t = self.timing
             fields |= {"kernel_ms": t.kernel_ms, "baseline_ms": t.baseline_ms, "speedup": t.speedup,
-                       "speedup_interval": t.interval, "tflops": t.tflops, "timing_flags": t.flags}  # fmt: skip
+                       "speedup_interval": t.interval, "tflops": t.tflops, "timing_flags": t.flags,
+                       "speedup_figure": t.figure, "other_speedup": t.other_speedup}  # fmt: skip
         if self.targets:
             fields |= {"targets_met": self.targets.met, "target_counts": self.targets.counts,
                        "paper_tag": self.targets.paper_tag, "target_counter": self.targets.counter}  # fmt: skip
@@ -69,7 +77,8 @@ class GpuMetrics(BaseModel):
         timing = None
         if e.kernel_ms is not None:
             timing = TimingMetrics(kernel_ms=e.kernel_ms, baseline_ms=e.baseline_ms, speedup=e.speedup,
-                                   interval=e.speedup_interval, tflops=e.tflops, flags=e.timing_flags)  # fmt: skip
+                                   interval=e.speedup_interval, tflops=e.tflops, flags=e.timing_flags,
+                                   figure=e.speedup_figure, other_speedup=e.other_speedup)  # fmt: skip
         targets = None
         if e.targets_met is not None:
             targets = TargetMetrics(met=e.targets_met, counts=e.target_counts or {}, paper_tag=bool(e.paper_tag),

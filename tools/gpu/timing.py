@@ -18,7 +18,13 @@ read 0.730–0.744× over five evaluations; in blocks of 3 both ran at one clock
 
 The paper's method is kept as a second figure, measured in the same window right after: each of the two
 timed alone, trials of runs, the mean of the trials' medians. On the H200 it read one GEMM answer 0.857×
-and 0.895× minutes apart, because a power-capped cuBLAS wobbles between trials.
+and 0.895× minutes apart, because a power-capped cuBLAS wobbles between trials. Under eval.speedup=paper it is the
+headline (the paired figure beside it) and is timed as the paper times it, by CUPTI's kernel durations
+(tools/gpu/cupti_durations.py), with the CUDA-event figure kept beside it as a cross-check; CUDA events are the figure
+where CUPTI cannot time (the record says which, and why). The baseline is timed afresh in every attempt, either way,
+where the paper's harness times it once per worker and caches it: the paired figure needs it in every attempt anyway,
+and a cached figure would carry one moment's clocks (cuBLAS's trial medians spread 9% within one evaluation on the
+H200) into every later attempt alike.
 
 The method — what is timed in which order, which figure is reported, the re-checks on fresh inputs after timing
 (a kernel that keeps state between launches is wrong the second time), a speedup above eval.speedup_ceiling
@@ -41,10 +47,11 @@ from pydantic import BaseModel
 
 from tasks.expr import evaluate
 from tasks.schema import Task
+from tools.gpu.cupti_durations import SOURCE, DurationsUnavailable, KernelTimer, Traced
 from tools.gpu.gpu_state import GpuSampler, GpuState, noisy_flag
 from tools.gpu.metrics import TimingMetrics
 from tools.gpu.protocol import Part
-from tools.options import EvalOptions
+from tools.options import EvalOptions, SpeedupFigure
 
 Phase = Callable[[str | None], None]  # told which of the two is about to run ("candidate", "baseline", None)
 WARMUP_SHARE = 0.1  # of the budget, at most, per function: a slow kernel is warmed up once, not ten times
@@ -61,7 +68,7 @@ class TimingOptions(BaseModel):
     block_runs: int = 3  # runs of each function per block
     trials: int = 3  # the paper's method: trials of `reps` runs each, the mean of their medians
     reps: int = 50
-    budget_s: float = 10.0  # all timed runs (paired and the paper's); slow kernels get fewer
+    budget_s: float = 10.0  # all timed runs (paired and the paper's, both ways under paper); slow kernels get fewer
 
     @classmethod
     def of(cls, options: EvalOptions) -> TimingOptions:
@@ -91,6 +98,9 @@ class Timing(BaseModel):
     runs: int
     warmup_runs: int
     reduced: bool  # fewer trials or reps than asked, to fit the time budget
+    kernels: list[str] | None = None  # by CUPTI: one run's GPU work, by name, in start order (None: CUDA events)
+    kernels_vary: bool | None = None  # by CUPTI: some run's work differed from the first's
+    span_ms: float | None = None  # by CUPTI: the mean of the trials' median first-start-to-last-end spans
 
     def line(self) -> str:
         note = " (reduced to fit the time budget)" if self.reduced else ""
@@ -106,17 +116,26 @@ class PaperTiming(BaseModel):
     kernel: Timing
     baseline: Timing
     speedup: float
+    source: str = "events"  # what timed the runs: "cupti" (kernel durations) or "events" (CUDA events)
+    cupti_unavailable: str | None = None  # under eval.speedup=paper, timed by events: why not by CUPTI
 
     @classmethod
-    def of(cls, kernel: Timing, baseline: Timing) -> PaperTiming:
-        return cls(kernel=kernel, baseline=baseline, speedup=baseline.ms / kernel.ms)
+    def of(cls, kernel: Timing, baseline: Timing, source: str = "events") -> PaperTiming:
+        return cls(kernel=kernel, baseline=baseline, speedup=baseline.ms / kernel.ms, source=source)
 
-    def line(self, library: str) -> str:
+    @property
+    def spread(self) -> float:
+        """The wider of the two's trial-median spreads: how far this figure's trials disagree."""
+        return max(self.kernel.spread, self.baseline.spread)
+
+    def line(self, library: str, label: str = "paper's method") -> str:
         trials = len(self.kernel.trial_medians)
-        return (
-            f"paper's method (each alone, {trials} × {self.kernel.runs // trials} runs): candidate "
+        how = ", CUPTI kernel durations" if self.source == SOURCE else ""
+        text = (
+            f"{label} (each alone, {trials} × {self.kernel.runs // trials} runs{how}): candidate "
             f"{self.kernel.ms:.4f} ms, {library} {self.baseline.ms:.4f} ms, {self.speedup:.3f}×"
         )
+        return text + (f" (CUDA events: {self.cupti_unavailable})" if self.cupti_unavailable else "")
 
 
 class PairedTiming(BaseModel):
@@ -194,11 +213,12 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
     return ordered[k - 1], ordered[n - k], coverage[k - 1]
 
 
-def plan_runs(candidate_ms: float, baseline_ms: float, options: TimingOptions) -> RunPlan:
+def plan_runs(candidate_ms: float, baseline_ms: float, options: TimingOptions, paper_sets: int = 1) -> RunPlan:
     """The options' runs when they fit the budget at these per-run estimates; else every count scaled down
-    alike, to no fewer than FLOOR (so a very slow kernel still gets three paired blocks)."""
+    alike, to no fewer than FLOOR (so a very slow kernel still gets three paired blocks). `paper_sets`: how many
+    times the paper's trials are run (2 under eval.speedup=paper: by CUPTI and by CUDA events)."""
     asked = options.model_dump(include=set(FLOOR))
-    runs = options.blocks * options.block_runs + options.trials * options.reps  # of each of the two
+    runs = options.blocks * options.block_runs + paper_sets * options.trials * options.reps  # of each of the two
     cost_ms = runs * (candidate_ms + baseline_ms)
     if cost_ms <= options.budget_s * 1e3:
         return RunPlan(**asked, reduced=False)
@@ -242,12 +262,14 @@ def time_paired(
     flush: L2Flush,
     options: TimingOptions | None = None,
     phase: Phase = lambda name: None,
+    paper_sets: int = 1,
 ) -> tuple[PairedTiming, RunPlan]:
     """Both warmed up, then the paired blocks; `phase` hears which one the GPU runs (each half-block ends
-    with a synchronize, so what the host marks is what the GPU does)."""
+    with a synchronize, so what the host marks is what the GPU does). The plan leaves budget for `paper_sets`
+    runs of the paper's trials after."""
     opts = options or TimingOptions()
     (candidate_ms, warm_c), (baseline_ms, _) = warm(candidate, flush, opts), warm(baseline, flush, opts)
-    plan = plan_runs(candidate_ms, baseline_ms, opts)
+    plan = plan_runs(candidate_ms, baseline_ms, opts, paper_sets)
     blocks = []
     for i in range(plan.blocks):
         order = [("candidate", candidate), ("baseline", baseline)][:: 1 if i % 2 == 0 else -1]
@@ -264,6 +286,19 @@ def time_trials(fn: Callable[[], object], flush: L2Flush, plan: RunPlan, warmup:
     """The paper's method on a warm function: `plan.trials` trials of `plan.reps` runs."""
     per_trial = [timed_runs(fn, flush, plan.reps) for _ in range(plan.trials)]
     return summarize_runs(per_trial, warmup, plan.reduced)
+
+
+def time_traced(timer: KernelTimer, functions: list[Callable[[], object]], flush: L2Flush, plan: RunPlan,
+                warmup: int) -> list[Timing]:  # fmt: skip
+    """The paper's method by CUPTI on warm functions: `plan.trials` trials of `plan.reps` runs each, one function
+    after the other; DurationsUnavailable where CUPTI cannot."""
+    return [_of_traced(t, warmup, plan.reduced) for t in timer.time(functions, flush, plan.trials, plan.reps)]
+
+
+def _of_traced(traced: Traced, warmup: int, reduced: bool) -> Timing:
+    timing = summarize_runs(traced.per_trial, warmup, reduced)
+    span = statistics.fmean(statistics.median(runs) for runs in traced.span_per_trial)
+    return timing.model_copy(update={"kernels": traced.kernels, "kernels_vary": traced.kernels_vary, "span_ms": span})
 
 
 def time_cold(fn: Callable[[], object], flush: L2Flush, options: TimingOptions | None = None) -> Timing:
@@ -332,10 +367,12 @@ class Subject(Protocol):
 
 @dataclass
 class Bench:
-    """A worker's timing equipment, kept across attempts: the L2 flush and the GPU state sampler."""
+    """A worker's timing equipment, kept across attempts: the L2 flush, the GPU state sampler and the CUPTI kernel
+    timer (None: CUDA events only)."""
 
     flush: L2Flush
     sampler: GpuSampler
+    kernel_timer: KernelTimer | None = None
 
 
 class Measured(NamedTuple):
@@ -346,55 +383,129 @@ class Measured(NamedTuple):
     metrics: TimingMetrics
 
 
+class Figures(NamedTuple):
+    """One measurement: the paired figure, the GPU state during it, the paper's figure (by CUPTI under
+    eval.speedup=paper where it can, else CUDA events) and, when that came from CUPTI, the CUDA-event one beside it."""
+
+    paired: PairedTiming
+    state: GpuState
+    paper: PaperTiming
+    paper_events: PaperTiming | None
+
+    def headline(self, figure: SpeedupFigure) -> PairedTiming | PaperTiming:
+        return self.paper if figure is SpeedupFigure.PAPER else self.paired
+
+
 def time_attempt(subject: Subject, bench: Bench, task: Task, options: EvalOptions) -> Measured:
-    """The candidate paired with the baseline, the paper's figure in the same window, then a re-check; a speedup
-    above the ceiling is re-measured beside a baseline on the re-check's inputs and re-checked once more. Without
-    a baseline (the library failed: not the candidate's fault) the candidate is timed alone."""
+    """The candidate paired with the baseline, the paper's figure in the same window, then a re-check; a headline
+    speedup (eval.speedup) above the ceiling is re-measured beside a baseline on the re-check's inputs and re-checked
+    once more. Without a baseline (the library failed: not the candidate's fault) the candidate is timed alone."""
     timing = TimingOptions.of(options)
     try:
         baseline, errors = subject.baseline(subject.timing_inputs())
     except Exception as e:  # the library's failure, not the candidate's: report the kernel's time alone
         return _time_alone(subject, bench, task, timing, f"baseline unavailable: {e}")
-    paired, state, plan = _paired(subject, bench, baseline, timing)
-    with subject.faults("timing the candidate alone (the paper's method)"):
-        paper = PaperTiming.of(
-            time_trials(subject.launch_sequence, bench.flush, plan, paired.warmup_runs),
-            time_trials(baseline, bench.flush, plan, paired.warmup_runs),
-        )
-    subject.executed(plan.trials * plan.reps)
+    figures = _measure(subject, bench, baseline, timing, options.speedup)
     seed, fresh = subject.recheck(RECHECK_SEED_OFFSET)
     first = None
-    if paired.speedup > options.speedup_ceiling:  # too good to be true until measured on other data
-        first = paired
-        paired, state, _ = _paired(subject, bench, subject.baseline(fresh)[0], timing)
+    if figures.headline(options.speedup).speedup > options.speedup_ceiling:  # too good until measured on other data
+        first = figures.headline(options.speedup)
+        figures = _measure(subject, bench, subject.baseline(fresh)[0], timing, options.speedup, figures)
         subject.recheck(REMEASURE_SEED_OFFSET)
-    return _report(task, options.speedup_ceiling, paired, paper, state, first, seed, errors)
+    return _report(task, options, figures, first, seed, errors)
 
 
-def _report(
-    task: Task, ceiling: float, paired: PairedTiming, paper: PaperTiming, state: GpuState, first: PairedTiming | None,
-    seed: int, baseline_errors: dict[str, float],
-) -> Measured:  # fmt: skip
-    """The figures, the flags, the stage's message and its detail, from the measurements made."""
-    lib = task.baseline.library
-    noisy = noisy_flag(paired.spread, state, lib)
+def _measure(
+    subject: Subject, bench: Bench, baseline: Callable[[], object], timing: TimingOptions, figure: SpeedupFigure,
+    again: Figures | None = None,
+) -> Figures:  # fmt: skip
+    """The figures of one window: paired, then the paper's. `again`: a re-measure of the headline figure only, the
+    other kept from the first measurement."""
+    if again is not None and figure is SpeedupFigure.PAPER:
+        subject.part("time")
+        with subject.faults("warming up the candidate and the baseline"):
+            warmed = warm(subject.launch_sequence, bench.flush, timing)[1]
+            warm(baseline, bench.flush, timing)
+        subject.executed(warmed)
+        paper, events = _paper(subject, bench, baseline, _plan_again(again), warmed, figure)
+        return again._replace(paper=paper, paper_events=events)
+    paper_sets = 2 if figure is SpeedupFigure.PAPER else 1
+    paired, state, plan = _paired(subject, bench, baseline, timing, paper_sets)
+    if again is not None:
+        return again._replace(paired=paired, state=state)
+    paper, events = _paper(subject, bench, baseline, plan, paired.warmup_runs, figure)
+    return Figures(paired, state, paper, events)
+
+
+def _plan_again(figures: Figures) -> RunPlan:
+    """The paper's trials as the first measurement ran them."""
+    kernel = figures.paper.kernel
+    trials = len(kernel.trial_medians)
+    return RunPlan(blocks=len(figures.paired.block_speedups), block_runs=figures.paired.block_runs, trials=trials,
+                   reps=kernel.runs // trials, reduced=kernel.reduced)  # fmt: skip
+
+
+def _paper(
+    subject: Subject, bench: Bench, baseline: Callable[[], object], plan: RunPlan, warmup: int, figure: SpeedupFigure
+) -> tuple[PaperTiming, PaperTiming | None]:
+    """The paper's figure, each timed alone: by CUDA events (the figure under paired); under paper also by CUPTI
+    where the worker can, which then is the figure, the events' one returned beside it."""
+    with subject.faults("timing the candidate alone (the paper's method)"):
+        events = PaperTiming.of(time_trials(subject.launch_sequence, bench.flush, plan, warmup),
+                                time_trials(baseline, bench.flush, plan, warmup))  # fmt: skip
+    subject.executed(plan.trials * plan.reps)
+    if figure is not SpeedupFigure.PAPER:
+        return events, None
+    if bench.kernel_timer is None:
+        return events.model_copy(update={"cupti_unavailable": "this worker has no CUPTI timer"}), None
+    try:
+        with subject.faults("timing the candidate alone by CUPTI (the paper's method)"):
+            kernel, library = time_traced(bench.kernel_timer, [subject.launch_sequence, baseline], bench.flush, plan,
+                                          warmup)  # fmt: skip
+    except DurationsUnavailable as e:
+        return events.model_copy(update={"cupti_unavailable": str(e)}), None
+    subject.executed(plan.trials * plan.reps)
+    return PaperTiming.of(kernel, library, SOURCE), events
+
+
+def _report(task: Task, options: EvalOptions, figures: Figures, first: PairedTiming | PaperTiming | None, seed: int,
+            baseline_errors: dict[str, float]) -> Measured:  # fmt: skip
+    """The figures, the flags, the stage's message and its detail, from the measurements made. The headline
+    (eval.speedup) sets the Evaluation's speedup, kernel_ms, baseline_ms and TFLOP/s; the interval is the paired
+    figure's only (the paper's has none); the noisy flag reads the headline's own spread (the paired interval, or
+    the paper's trial medians) beside the GPU state sampled during the paired blocks."""
+    lib, ceiling, figure = task.baseline.library, options.speedup_ceiling, options.speedup
+    paired, paper = figures.paired, figures.paper
+    if figure is SpeedupFigure.PAPER:
+        noisy = noisy_flag(paper.spread, figures.state, lib, spread_of="the trials' medians spread")
+        kernel_ms, baseline_ms, speedup, interval = paper.kernel.ms, paper.baseline.ms, paper.speedup, None
+    else:
+        noisy = noisy_flag(paired.spread, figures.state, lib)
+        kernel_ms, baseline_ms, speedup = paired.kernel_ms, paired.baseline_ms, paired.speedup
+        interval = [paired.low, paired.high]
     flags = [noisy] if noisy else []
-    if first is not None and paired.speedup > ceiling:
+    if first is not None and speedup > ceiling:
         flags.append(
-            f"above the ceiling — {paired.speedup:.2f}× {lib} exceeds {ceiling:g}×: "
+            f"above the ceiling — {speedup:.2f}× {lib} exceeds {ceiling:g}×: "
             "re-measured on fresh inputs and re-checked, it stands"
         )
-    tflops = _tflops(task, paired.kernel_ms)
-    metrics = TimingMetrics(kernel_ms=paired.kernel_ms, baseline_ms=paired.baseline_ms, speedup=paired.speedup,
-                            interval=[paired.low, paired.high], tflops=tflops, flags=flags)  # fmt: skip
-    lines = [paired.line(lib), paper.line(lib), state.line(lib)]
+    tflops = _tflops(task, kernel_ms)
+    metrics = TimingMetrics(kernel_ms=kernel_ms, baseline_ms=baseline_ms, speedup=speedup, interval=interval,
+                            tflops=tflops, flags=flags)  # fmt: skip
+    lines = [paired.line(lib), paper.line(lib)]
+    if figure is SpeedupFigure.PAPER:
+        metrics = metrics.model_copy(update={"figure": figure, "other_speedup": paired.speedup})
+        lines = [paper.line(lib) + " — the headline figure", paired.line(lib)]
+        if figures.paper_events is not None:
+            lines.append(figures.paper_events.line(lib, "cross-check, the same by CUDA events"))
+    lines.append(figures.state.line(lib))
     if first is not None:
         again = "re-measured on fresh inputs and re-checked"
         lines.append(f"{first.speedup:.3f}× at first, above the {ceiling:g}× ceiling: {again}")
     detail = {
         "paired": paired.model_dump(),
         "paper": paper.model_dump(),
-        "gpu_state": state.model_dump(),
+        "gpu_state": figures.state.model_dump(),
         "first": first.model_dump() if first else None,
         "flags": flags,
         "baseline_library": lib,
@@ -402,7 +513,13 @@ def _report(
         "tflops": tflops,
         "recheck_seed": seed,
     }
+    if figure is SpeedupFigure.PAPER:
+        detail |= {"speedup_figure": figure.value, "paper_events": _dump(figures.paper_events)}
     return Measured("\n".join(lines), detail, metrics)
+
+
+def _dump(model: BaseModel | None) -> dict | None:
+    return model.model_dump() if model is not None else None
 
 
 def _time_alone(subject: Subject, bench: Bench, task: Task, timing: TimingOptions, why: str) -> Measured:
@@ -416,12 +533,12 @@ def _time_alone(subject: Subject, bench: Bench, task: Task, timing: TimingOption
 
 
 def _paired(
-    subject: Subject, bench: Bench, baseline: Callable[[], object], timing: TimingOptions
+    subject: Subject, bench: Bench, baseline: Callable[[], object], timing: TimingOptions, paper_sets: int
 ) -> tuple[PairedTiming, GpuState, RunPlan]:
     """The candidate and the baseline interleaved, the GPU's state sampled meanwhile."""
     subject.part("time")
     with bench.sampler.recording() as rec, subject.faults("timing the candidate beside the baseline"):
-        paired, plan = time_paired(subject.launch_sequence, baseline, bench.flush, timing, rec.mark)
+        paired, plan = time_paired(subject.launch_sequence, baseline, bench.flush, timing, rec.mark, paper_sets)
     subject.executed(paired.warmup_runs + len(paired.block_speedups) * paired.block_runs)
     return paired, rec.state, plan
 

@@ -2,7 +2,8 @@
 it (tools/gpu/stages.py in_worker: run → check → time → profile, the last counting the executed target instructions
 of the candidate's launches with CUPTI, tools/gpu/cupti_counts.py). It speaks the pipe of tools/gpu/protocol.py on
 stdin/stdout (tools/gpu/service.py is the other end) and imports only torch, cuda.bindings, pydantic, pynvml
-(tools/gpu/gpu_state.py) and this repository's tasks/ and tools/ modules.
+(tools/gpu/gpu_state.py), cupti-python where installed (tools/gpu/cupti_durations.py, under eval.speedup=paper) and
+this repository's tasks/ and tools/ modules.
 
 The candidate never sees the reference result: the reference is computed from a pristine copy of the inputs after
 the candidate's launches have finished. How the time stage measures is tools/gpu/timing.py's; the checks are here."""
@@ -25,7 +26,7 @@ from tasks.inputs import TORCH_DTYPES, draw_inputs
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
 from tools.evaluation import Stage, StageResult, StageState, Status
-from tools.gpu import cupti_counts, driver, memory, profile, stages, timing
+from tools.gpu import cupti_counts, cupti_durations, driver, memory, profile, stages, timing
 from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
 from tools.gpu.devices import device_info
 from tools.gpu.gpu_state import GpuSampler
@@ -72,7 +73,7 @@ class Worker:
         torch.backends.cudnn.allow_tf32 = False
         self.info = device_info(0)
         flush = timing.L2Flush(self.info.l2_bytes, self.device)
-        self.bench = timing.Bench(flush, GpuSampler.open(self.info.pci_bus_id))
+        self.bench = timing.Bench(flush, GpuSampler.open(self.info.pci_bus_id), cupti_durations.KernelTimer())
         # Task name → the baseline's rel. L2 error per output: checked once per worker. Its time is not
         # kept: the baseline is timed beside the candidate in every attempt.
         self.baseline_errors: dict[str, dict[str, float]] = {}

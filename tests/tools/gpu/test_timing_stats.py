@@ -124,6 +124,14 @@ def test_plan_scales_down_to_fit_the_budget() -> None:
     assert slowest.model_dump(exclude={"reduced"}) == FLOOR and slowest.reduced
 
 
+def test_plan_under_paper_leaves_budget_for_the_papers_trials_twice() -> None:
+    # eval.speedup=paper times the paper's trials by CUPTI and by CUDA events: (30·3 + 2·3·50) runs of each.
+    assert plan_runs(8.0, 8.0, TimingOptions(), paper_sets=2) == plan_runs(8.0, 8.0, TimingOptions())  # both fit
+    once, twice = plan_runs(20.0, 8.0, TimingOptions()), plan_runs(20.0, 8.0, TimingOptions(), paper_sets=2)
+    assert not once.reduced and twice.reduced  # 240 × 28 ms = 6.7 s fits; 390 × 28 ms = 10.9 s does not
+    assert (twice.blocks * twice.block_runs + 2 * twice.trials * twice.reps) * 28.0 <= 10e3
+
+
 @pytest.mark.parametrize(
     ("estimate_ms", "runs"),
     [
