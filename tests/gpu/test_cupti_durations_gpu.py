@@ -1,0 +1,63 @@
+"""eval.speedup=paper on the H200: the reference answers timed the paper's way by CUPTI kernel durations
+(tools/gpu/cupti_durations.py) in the worker, recorded as such, within a few per cent of the same runs by CUDA events,
+every launch of a multi-kernel answer counted; the worker's CUPTI range profiler counts the targets right after, in
+the same process. Needs cupti-python in the worker's environment (`pip install 'ptxbench[cupti]'`; on the lent H200
+its cp312 wheel travels in .whl/, ../shared/device/wheels.sh cupti). The CPU half:
+tests/tools/gpu/test_cupti_durations.py and tests/tools/gpu/test_timing_method.py."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tasks import get_task
+from tasks.schema import Arch
+from tasks.solutions import reference_answer
+from tools.answer import extract_solution
+from tools.evaluation import Stage, Status
+from tools.options import EvalOptions, Profile, SpeedupFigure
+from tools.pipeline import evaluate_answer
+
+pytestmark = pytest.mark.hopper
+pytest.importorskip("cupti", reason="cupti-python is not installed: pip install 'ptxbench[cupti]'")
+
+# CUPTI's kernel time against CUDA events' run time, measured one after the other: launch gaps are µs, runs ms. A
+# power-capped cuBLAS wobbles more between trials (its three trial medians spread 9.3% within one evaluation, FACTS).
+CLOSE = {"kernel": 0.05, "baseline": 0.10}
+PAPER = EvalOptions(seed=5, speedup=SpeedupFigure.PAPER, profile=Profile.COUNTS)
+
+
+def paper_run(gpu, name: str):
+    answer = reference_answer(name, Arch.SM_90A)
+    ev = evaluate_answer(answer, get_task(name), Arch.SM_90A, PAPER, gpu)
+    assert ev.status is Status.PASSED, ev.message
+    return answer, ev, ev.stage(Stage.TIME).detail
+
+
+def test_the_gemm_reference_timed_the_papers_way_by_cupti(gpu):
+    _, ev, detail = paper_run(gpu, "gemm_n7168_k5120")
+    paper, events = detail["paper"], detail["paper_events"]
+    assert paper["source"] == "cupti", paper.get("cupti_unavailable")
+    assert ev.speedup_figure is SpeedupFigure.PAPER and ev.speedup == pytest.approx(paper["speedup"])
+    assert (ev.kernel_ms, ev.baseline_ms) == (paper["kernel"]["ms"], paper["baseline"]["ms"])
+    assert ev.other_speedup == pytest.approx(detail["paired"]["speedup"]) and ev.speedup_interval is None
+    for side in ("kernel", "baseline"):
+        assert paper[side]["ms"] == pytest.approx(events[side]["ms"], rel=CLOSE[side]), side
+        assert paper[side]["kernels"], f"no {side} kernel recorded"
+    assert paper["kernel"]["kernels"] == ["gemm_persistent_kernel"]  # the candidate's one launch, no flush
+    assert ev.target_counter == "cupti" and ev.targets_met  # the range profiler, right after the activity API
+
+
+def test_a_multi_kernel_answer_is_the_sum_of_its_launches(gpu):
+    answer, ev, detail = paper_run(gpu, "mha_bwd_d128")
+    paper = detail["paper"]
+    assert paper["source"] == "cupti", paper.get("cupti_unavailable")
+    launched = [launch.kernel for launch in extract_solution(answer).launch.launches]
+    kernels = paper["kernel"]["kernels"]
+    assert [k for k in kernels if k in launched] == launched  # each launch, in order, beside the scratch reset's
+    assert len(kernels) > len(launched) and not paper["kernel"]["kernels_vary"]
+    assert paper["kernel"]["span_ms"] >= paper["kernel"]["ms"]  # the sum leaves the gaps out, the span has them
+    assert paper["kernel"]["ms"] == pytest.approx(detail["paper_events"]["kernel"]["ms"], rel=CLOSE["kernel"])
+    assert any(re.search("cudnn|sdpa|fmha|flash", k, re.I) for k in paper["baseline"]["kernels"])
+    assert ev.target_counter == "cupti"
