@@ -378,9 +378,10 @@ class _Attempt:
     def _passed_message(self) -> str:
         t = self.metrics.timing
         if t is not None and t.speedup is not None and self.task.baseline is not None:
+            which = " (the paper's figure: each timed alone)" if t.figure is not None else ""
             return (
                 f"correct; {t.kernel_ms:.4f} ms vs {self.task.baseline.library} {t.baseline_ms:.4f} ms: "
-                f"speedup {t.speedup:.3f}×"
+                f"speedup {t.speedup:.3f}×{which}"
             )
         if t is not None:  # timed alone: the task names no baseline, or the library failed
             return f"correct; {t.kernel_ms:.4f} ms, timed alone (no speedup)"
