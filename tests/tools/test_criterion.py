@@ -159,3 +159,20 @@ def test_the_record_says_which_criterion_judged_it():
     assert skipped.criterion is None
     record = json.loads(_judged({"trials": []}).model_dump_json())
     assert "criterion" not in record and "criterion" not in record["stages"][0]["detail"]  # ours: as before
+
+
+def test_the_task_prompt_states_the_rule_that_judges():
+    from agent.loop.prompts import task_prompt
+
+    def prompt(task: str, criterion: Criterion, trials: int) -> str:
+        return task_prompt(get_task(task), ARCH, trials=trials, target_speedup=1.0, max_turns=8, criterion=criterion)
+
+    ours = prompt("mha_with_lse_d128", Criterion.PTXBENCH, 3)
+    assert "by its relative L2 error" in ours and "Bernoulli(0.001)" in ours and "paper's rule" not in ours
+    forward = prompt("mha_with_lse_d128", Criterion.PAPER, 3)
+    assert "element by element with cuDNN's output on the same inputs" in forward
+    assert "on 3 runs with fresh random inputs (Q, K, V: N(0, 1))." in forward and "relative L2" not in forward
+    backward = prompt("mha_bwd_d128", Criterion.PAPER, 1)
+    assert "on 1 run with the same stored inputs (Q, K, V, dO: N(0, 1) + N(0, 100)·Bernoulli(0.001)" in backward
+    assert "99.5% of the elements must pass" in prompt("fp8_mha_with_lse_d128", Criterion.PAPER, 1)
+    assert "element by element with cuBLAS's output" in prompt("gemm", Criterion.PAPER, 3)
