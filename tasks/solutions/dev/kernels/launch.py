@@ -10,6 +10,7 @@ Keeping one description is what makes the generated answer and the tuned kernel 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -69,8 +70,6 @@ class KernelLaunch:
     @property
     def defaults(self) -> set[str]:
         """The kernel's arguments that have a default value."""
-        import inspect
-
         fn = getattr(self.fn, "fn", self.fn)  # the Python function under a JITFunction or InterpretedFunction
         return {n for n, p in inspect.signature(fn).parameters.items() if p.default is not inspect.Parameter.empty}
 
