@@ -176,3 +176,15 @@ def test_the_task_prompt_states_the_rule_that_judges():
     assert "on 1 run with the same stored inputs (Q, K, V, dO: N(0, 1) + N(0, 100)·Bernoulli(0.001)" in backward
     assert "99.5% of the elements must pass" in prompt("fp8_mha_with_lse_d128", Criterion.PAPER, 1)
     assert "element by element with cuBLAS's output" in prompt("gemm", Criterion.PAPER, 3)
+
+
+def test_a_service_request_carries_the_criterion_and_leaves_trials_to_it():
+    """The HTTP service's request (the MCP server and the RL reward read the same EvalOptions): only the fields the
+    request gave are set, so the paper's count still applies."""
+    from tools.serve.schema import EvaluateRequest
+
+    body = {"task": "mha_bwd_d128", "arch": "sm_90a", "answer": "x", "options": {"criterion": "paper"}}
+    options = EvaluateRequest.model_validate_json(json.dumps(body)).eval_options(default_profile="off")
+    assert options.criterion is Criterion.PAPER and options.for_family("attention_bwd").trials == 1
+    body["options"] = {"criterion": "paper", "trials": 2}
+    assert EvaluateRequest.model_validate(body).eval_options("off").for_family("attention_bwd").trials == 2
