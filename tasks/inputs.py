@@ -30,10 +30,12 @@ def shape_of(shape: list[int | str], dims: Mapping[str, int]) -> list[int]:
     return [int(evaluate(d, dims)) for d in shape]
 
 
-def draw_inputs(task: Task, dims: Mapping[str, int], seed: int, device: str | torch.device) -> dict[str, torch.Tensor]:
+def draw_inputs(
+    task: Task, dims: Mapping[str, int], seed: int, device: str | torch.device, *, spikes: bool = True
+) -> dict[str, torch.Tensor]:
     """The task's inputs for one trial: 'normal' and 'spiky' draws, then what the task's `derive` computes from
     them ('derived' inputs, and an fp8 input's cast: fp8 inputs are drawn in bf16 and quantized there, as the
-    paper's are)."""
+    paper's are). `spikes=False` draws the 'spiky' inputs plain N(0,1), as the paper's forward does."""
     gen = torch.Generator(device=device).manual_seed(seed)
     tensors: dict[str, torch.Tensor] = {}
     for spec in task.inputs:
@@ -41,9 +43,9 @@ def draw_inputs(task: Task, dims: Mapping[str, int], seed: int, device: str | to
             continue
         shape = shape_of(spec.shape, dims)
         x = torch.randn(shape, generator=gen, device=device)
-        if spec.init == "spiky":
-            spikes = torch.rand(shape, generator=gen, device=device) < SPIKE_PROBABILITY
-            x += spikes * torch.randn(shape, generator=gen, device=device) * SPIKE_STD
+        if spec.init == "spiky" and spikes:
+            hit = torch.rand(shape, generator=gen, device=device) < SPIKE_PROBABILITY
+            x += hit * torch.randn(shape, generator=gen, device=device) * SPIKE_STD
         tensors[spec.name] = x.to(torch.bfloat16 if spec.dtype in FP8_DTYPES else TORCH_DTYPES[spec.dtype])
     if task.derive:
         tensors |= run_reference(task.derive, tensors, task.params)

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tasks.schema import Arch
-from tools.options import SpeedupFigure
+from tools.options import Criterion, SpeedupFigure
 from tools.perf_report import PerfReport
 
 
@@ -206,6 +206,15 @@ class Evaluation(BaseModel):
 
     def stage(self, name: Stage) -> StageResult | None:
         return next((s for s in self.stages if s.name is name), None)
+
+    @property
+    def criterion(self) -> Criterion | None:
+        """The rule that judged the outputs: the check stage's detail names the paper's (eval.criterion=paper) and
+        leaves ours unnamed, so that our records stay as they were; None where no check ran."""
+        check = self.stage(Stage.CHECK)
+        if check is None or check.state is StageState.SKIPPED:
+            return None
+        return Criterion(check.detail.get("criterion", Criterion.PTXBENCH))
 
     def failing_workloads(self) -> list[WorkloadResult]:
         """A shape-general attempt's workloads that did not pass (none for a plain task)."""

@@ -8,6 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tasks.paper_protocol import paper_check
+
 PERF_BELOW_OUTSIDE_THE_LOOP = 1.0  # without a run's target: below the baseline
 # Upper bounds, far past any real use, so that a typo is bad usage and not a crash later: the OS takes waits in
 # milliseconds in 32 bits (a time-out over ~2.1e6 s overflowed it), and counts multiply GPU time.
@@ -46,7 +48,11 @@ class EvalOptions(BaseModel):
     """What to run and how hard."""
 
     model_config = ConfigDict(extra="forbid")
-    trials: int = Field(3, ge=1, le=MAX_TRIALS, description="Correctness trials, each on fresh inputs.")
+    trials: int = Field(
+        3, ge=1, le=MAX_TRIALS,
+        description="Correctness trials, each on fresh inputs; under criterion=paper, unless given, the paper's count "
+        "for the task's family (3 for the GEMM and forward, 1 on the stored tensors of the backward and fp8).",
+    )  # fmt: skip
     seed: int | None = Field(
         None, ge=0, le=MAX_SEED, description="First trial's input seed; unset: a fresh one per attempt (recorded)."
     )
@@ -124,6 +130,14 @@ class EvalOptions(BaseModel):
         if isinstance(value, bool) or value in ("true", "false"):
             return Profile.COUNTS if value in (True, "true") else Profile.OFF
         return Profile.COUNTS if value == "if_correct" else value
+
+    def for_family(self, family: str) -> EvalOptions:
+        """These options as an attempt at a task of `family` runs them: under criterion=paper, the paper's trial count
+        (tasks/paper_protocol.py) unless `trials` was given (a flag, a setting or a request's field: the fields set).
+        Resolved before the options travel to a GPU, since a copy read back from JSON has every field set."""
+        if self.criterion is Criterion.PAPER and "trials" not in self.model_fields_set:
+            return self.model_copy(update={"trials": paper_check(family).trials})
+        return self
 
     def wants_perf(self, speedup: float | None) -> bool:
         """Whether the perf pass follows the counts pass for an attempt timed at `speedup` (None: not timed)."""

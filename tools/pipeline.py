@@ -260,7 +260,7 @@ def gpu_stages(static: Static, task: Task, arch: Arch, options: EvalOptions, gpu
     once per run, a round trip to the scheduler on a Dask pool). A shape-general task's run at each workload."""
     if task.general:
         return _at_each_workload(static, task, arch, options, gpu)
-    outcome = gpu.evaluate(task, arch, static.module, options)
+    outcome = gpu.evaluate(task, arch, static.module, options.for_family(task.family))
     return _finish(static, task, arch, outcome.status, outcome.message, static.stages + outcome.stages,
                    device=outcome.device, worker=outcome.worker, **outcome.metrics.evaluation_fields())  # fmt: skip
 

@@ -233,7 +233,9 @@ class EvalConfig(EvalOptions):
 
     def options(self, target_speedup: float) -> EvalOptions:
         """The harness's part of these settings; profile=auto's bar is the run's target unless set."""
-        options = EvalOptions.model_validate(self.model_dump(include=set(EvalOptions.model_fields)))
+        # The settings given, not every field: under criterion=paper an unset `trials` is the paper's count.
+        given = self.model_dump(include=set(EvalOptions.model_fields), exclude_unset=True)
+        options = EvalOptions.model_validate(given)
         if options.perf_below is None:
             options = options.model_copy(update={"perf_below": target_speedup})
         return options

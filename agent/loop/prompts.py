@@ -12,8 +12,10 @@ from pathlib import Path
 from string import Template
 
 from tasks.expr import PARSE_LOCK, evaluate
+from tasks.paper_protocol import ATOL, RTOL, paper_check
 from tasks.schema import Arch, Task
 from tools.assemble import compile_ptx
+from tools.options import Criterion
 from tools.toolchain import ToolNotFound, find_tool
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "prompts"
@@ -98,18 +100,22 @@ def system_prompt(arch: Arch, parts: tuple[str, ...] = PARTS) -> str:
 
 
 def task_prompt(
-    task: Task, arch: Arch, *, trials: int, target_speedup: float, max_turns: int, tools: tuple[int, int] | None = None
+    task: Task,
+    arch: Arch,
+    *,
+    trials: int,
+    target_speedup: float,
+    max_turns: int,
+    tools: tuple[int, int] | None = None,
+    criterion: Criterion = Criterion.PTXBENCH,
 ) -> str:
     """The task's text; `tools` (max_tool_calls, max_evaluations) for a tools-mode run, which gets the tools'
-    section in place of its turn count."""
+    section in place of its turn count; `criterion`: the rule its check applies (eval.criterion), said in words."""
     dims = task.dims
     flops = evaluate(task.flops, dims)
-    by_init: dict[str, list[str]] = {}
-    for t in task.inputs:
-        by_init.setdefault(t.init, []).append(t.name)
-    inputs = "; ".join(f"{', '.join(names)}: {INPUTS[init]}" for init, names in by_init.items())
     return render(
         "task.md",
+        correctness=correctness(task, trials, criterion),
         task_name=task.name,
         arch=arch,
         description=task.description,
@@ -120,9 +126,6 @@ def task_prompt(
         params=_params(task),
         flops=task.flops,
         gflop=f"{flops / 1e9:,.0f}",
-        tolerance=f"{task.tolerance:g}",
-        trials=trials,
-        inputs=inputs,
         reference_code=reference_source(task),
         example=render(worked_example(task, arch), sm_count=arch.sm_count).strip(),
         sm_count=arch.sm_count,
@@ -132,6 +135,33 @@ def task_prompt(
         target_speedup=f"{target_speedup:g}×",
         attempts=f"You have {max_turns} turns." if tools is None else "You have the tools below.",
     ) + ("" if tools is None else "\n\n" + render("tools.md", max_tool_calls=tools[0], max_evaluations=tools[1]))
+
+
+def correctness(task: Task, trials: int, criterion: Criterion) -> str:
+    """How the check judges the outputs, in the words of the task prompt's Correctness section."""
+    paper = paper_check(task.family) if criterion is Criterion.PAPER else None
+    by_init: dict[str, list[str]] = {}
+    for t in task.inputs:
+        init = "normal" if paper is not None and t.init == "spiky" and not paper.spikes else t.init
+        by_init.setdefault(init, []).append(t.name)
+    inputs = "; ".join(f"{', '.join(names)}: {INPUTS[init]}" for init, names in by_init.items())
+    poisoned = "Outputs are poisoned before each run, so every element must be written."
+    if paper is None:
+        return (f"Each output is compared with an fp32 PyTorch reference by its relative L2 error\n‖out − ref‖₂ / "
+                f"‖ref‖₂, which must be at most {task.tolerance:g}, on {trials} runs with fresh random inputs\n"
+                f"({inputs}). {poisoned}")  # fmt: skip
+    library = f"{task.baseline.library}'s output" if task.baseline else "the reference's output"
+    share = "every element" if paper.matched >= 1 else f"{paper.matched:.1%} of the elements"
+    runs = (
+        "fresh random inputs"
+        if not paper.stored
+        else ("the same stored inputs" if trials <= paper.trials else "the stored inputs first, then fresh random ones")
+    )
+    return (
+        f"Each output is compared element by element with {library} on the same inputs (the PTXBench paper's "
+        f"rule): an element fails when |out − expected| > {ATOL:g} and |out − expected| > {RTOL:g}·|expected|, and "
+        f"{share} must pass, on {trials} run{'s' if trials != 1 else ''} with {runs} ({inputs}). {poisoned}"
+    )
 
 
 def worked_example(task: Task, arch: Arch) -> str:

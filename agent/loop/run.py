@@ -190,10 +190,11 @@ def _execute(run: Prepared, gpu: Gpu | None) -> int:
         task_prompt=task_prompt(
             run.task,
             settings.arch,
-            trials=settings.eval.trials,
+            trials=settings.eval.options(settings.target_speedup).for_family(run.task.family).trials,
             target_speedup=settings.target_speedup,
             max_turns=settings.max_turns,
             tools=(settings.max_tool_calls, settings.max_evaluations) if settings.mode == "tools" else None,
+            criterion=settings.eval.criterion,
         ),
         notes=NoteIndex.of(settings.feedback),
     )

@@ -1,4 +1,6 @@
-"""Poisoning outputs and comparing them with the fp32 reference, with statistics a model can act on."""
+"""Poisoning outputs and comparing them with what is expected, with statistics a model can act on: ours (relative L2
+against the fp32 reference, `compare`) and the paper's (elementwise against the library's output, `compare_elements`:
+tasks/paper_protocol.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import math
 
 import torch
 from pydantic import BaseModel
+
+from tasks.paper_protocol import ATOL, REL_EPS, RTOL
 
 # NaN bit patterns with a payload no arithmetic produces, so "never written" is told apart from "NaN".
 POISON_BITS = {
@@ -127,6 +131,93 @@ def _region(mask: torch.Tensor) -> list[list[int]] | None:
         idx = torch.nonzero(along).view(-1)
         region.append([int(idx[0]), int(idx[-1])])
     return region
+
+
+WORST_SHOWN = 5  # the failing elements an ElementCheck keeps, largest absolute error first
+
+
+class Element(BaseModel):
+    """One element of an output: where, what the kernel wrote (None: never written), what was expected."""
+
+    index: list[int]
+    value: float | None
+    expected: float
+
+
+class ElementCheck(BaseModel):
+    """How one output compares with the library's output by the paper's element rule (tasks/paper_protocol.py)."""
+
+    name: str
+    passed: bool
+    elements: int
+    failed: int  # elements out of both tolerances, never written, or non-finite
+    unwritten: int  # elements still holding the poison pattern
+    nonfinite: int  # NaN/Inf the kernel wrote
+    matched: float  # the share of elements that pass
+    required: float  # the share that must (1.0; 0.995 for fp8 attention)
+    atol: float
+    rtol: float
+    max_abs_err: float  # over the written, finite elements
+    max_rel_err: float  # |x − y| / (|y| + 1e-8), over the same
+    worst: list[Element]  # the failing elements with the largest errors (unwritten and non-finite ones first)
+
+    def summary(self, dims: list[str]) -> str:
+        share = "every element" if self.required >= 1 else f"{self.required:.1%} of elements"
+        if self.passed:
+            within = self.elements - self.failed
+            return f"{self.name}: ok ({within:,} of {self.elements:,} elements within; {share} must be)"
+        parts = [f"{self.failed:,} of {self.elements:,} elements fail ({1 - self.matched:.3%}; {share} must pass)"]
+        if self.unwritten:
+            parts.append(f"{self.unwritten:,} never written")
+        if self.nonfinite:
+            parts.append(f"{self.nonfinite:,} NaN/Inf written")
+        parts.append(f"max abs error {self.max_abs_err:.3g}, max rel error {self.max_rel_err:.3g}")
+        shown = "; ".join(
+            f"{_index(self.name, dims, e.index)} = {'unwritten' if e.value is None else f'{e.value:.6g}'} "
+            f"(expected {e.expected:.6g})"
+            for e in self.worst
+        )
+        return f"{self.name}: MISMATCH — " + "; ".join(parts) + (f"\n  worst: {shown}" if shown else "")
+
+
+def compare_elements(
+    name: str, out: torch.Tensor, expected: torch.Tensor, required: float = 1.0, atol: float = ATOL, rtol: float = RTOL
+) -> ElementCheck:
+    """The paper's rule on one output: an element fails when |x − y| > atol and |x − y| / (|y| + 1e-8) > rtol; an
+    element never written or not finite fails too (the paper's comparison lets a NaN through: NaN > atol is false).
+    The output passes when at least `required` of its elements pass and none is unwritten or non-finite."""
+    unwritten = unwritten_mask(out)
+    x = out.float().masked_fill(unwritten, 0.0)
+    y = expected.float().reshape(out.shape).contiguous()  # a library may return a strided view (cuDNN's O)
+    bad_value = unwritten | ~torch.isfinite(x)
+    err = (x - y).abs_().masked_fill_(bad_value, 0.0)
+    rel = err / (y.abs() + REL_EPS)
+    failing = ((err > atol) & (rel > rtol)) | bad_value
+    n_failed, n_unwritten = int(failing.sum()), int(unwritten.sum())
+    n_nonfinite = int((bad_value & ~unwritten).sum())
+    elements = out.numel()
+    matched = 1.0 - n_failed / elements if elements else 1.0
+    # The worst: bad values first (an infinite score), then the largest absolute errors.
+    score = err.masked_fill(bad_value, math.inf).masked_fill_(~failing, -1.0).view(-1)
+    top = torch.topk(score, min(WORST_SHOWN, n_failed)).indices.tolist() if n_failed else []
+    flat_x, flat_y, flat_unwritten = out.float().view(-1), y.view(-1), unwritten.view(-1)
+    worst = [Element(index=_unravel(i, out.shape), expected=float(flat_y[i]),
+                     value=None if bool(flat_unwritten[i]) else float(flat_x[i])) for i in top]  # fmt: skip
+    return ElementCheck(
+        name=name,
+        passed=n_unwritten == 0 and n_nonfinite == 0 and matched >= required,
+        elements=elements,
+        failed=n_failed,
+        unwritten=n_unwritten,
+        nonfinite=n_nonfinite,
+        matched=matched,
+        required=required,
+        atol=atol,
+        rtol=rtol,
+        max_abs_err=float(err.max()) if elements else 0.0,
+        max_rel_err=float(rel.max()) if elements else 0.0,
+        worst=worst,
+    )
 
 
 class RerunDifference(BaseModel):

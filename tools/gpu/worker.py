@@ -6,7 +6,9 @@ stdin/stdout (tools/gpu/service.py is the other end) and imports only torch, cud
 this repository's tasks/ and tools/ modules.
 
 The candidate never sees the reference result: the reference is computed from a pristine copy of the inputs after
-the candidate's launches have finished. How the time stage measures is tools/gpu/timing.py's; the checks are here."""
+the candidate's launches have finished. How the time stage measures is tools/gpu/timing.py's; the checks are here:
+eval.criterion=ptxbench compares with the fp32 reference by relative L2 (tools/gpu/check.py compare), =paper with the
+library's output on the same inputs element by element, on the paper's input draws (tasks/paper_protocol.py)."""
 
 from __future__ import annotations
 
@@ -23,11 +25,12 @@ import torch
 from tasks import get_task
 from tasks.baselines import prepare_baseline
 from tasks.inputs import TORCH_DTYPES, draw_inputs
+from tasks.paper_protocol import ATOL, RTOL, paper_check, trial_seed
 from tasks.references import run_reference
 from tasks.schema import DTYPE_BYTES, Task
 from tools.evaluation import Stage, StageResult, StageState, Status
 from tools.gpu import cupti_counts, cupti_durations, driver, memory, profile, stages, timing
-from tools.gpu.check import OutputCheck, compare, poison, rerun_difference
+from tools.gpu.check import ElementCheck, OutputCheck, compare, compare_elements, poison, rerun_difference
 from tools.gpu.devices import device_info
 from tools.gpu.gpu_state import GpuSampler
 from tools.gpu.metrics import GpuMetrics
@@ -44,7 +47,7 @@ from tools.gpu.protocol import (
     line,
     to_worker,
 )
-from tools.options import EvalOptions
+from tools.options import Criterion, EvalOptions
 from tools.plan import LaunchPlan
 
 
@@ -89,8 +92,10 @@ class _Attempt:
                  opcodes: dict[str, int] | None = None):  # fmt: skip
         self.worker, self.task, self.plan, self.cubin, self.options = worker, task, plan, cubin, options
         self.opcodes = opcodes  # the launched kernels' static SASS: which opcodes CUPTI's counters may have counted
-        self.trials = options.trials
+        self.trials = options.trials  # the pipeline has put the paper's count here where it applies
         self.seed = options.seed or 0  # the service always sends the seed it chose
+        self.paper = paper_check(task.family) if options.criterion is Criterion.PAPER else None
+        self.expected_from = ""  # what the paper's rule compared with: the library's name, or why the reference
         self.module = None
         self.metrics = GpuMetrics()
         self.launches_done = 0
@@ -163,14 +168,14 @@ class _Attempt:
         except driver.CudaError as e:
             raise AttemptFailed(Status.LAUNCH_ERROR, Stage.RUN, f"loading the module failed: {e}") from None
         self.stream = torch.cuda.current_stream(dev).cuda_stream
-        self.first = self._execute(self.seed, "trial 1")
+        self.first = self._execute(self._trial_seed(0), "trial 1")
         detail = {"launches": [p.item.model_dump(exclude={"args"}) for p in self.launches]}
         return f"{len(self.launches)} launch(es) completed", detail
 
     def _check(self) -> tuple[str, dict]:
         trials = []
         for t in range(self.trials):
-            seed = self.seed + t
+            seed = self._trial_seed(t)
             inputs = self.first if t == 0 else self._execute(seed, f"trial {t + 1}")
             checks = self._compare(inputs)
             trials.append({"seed": seed, "outputs": [c.model_dump() for c in checks]})
@@ -183,16 +188,45 @@ class _Attempt:
                 raise AttemptFailed(
                     Status.MISMATCH,
                     Stage.CHECK,
-                    f"trial {t + 1} of {self.trials} (seed {seed}): "
+                    f"trial {t + 1} of {self.trials} (seed {seed}){self._judged_by()}: "
                     + "\n".join(lines)
                     + f"\n{rerun}\nThe task's tensors, as the reference reads and writes them:\n{layouts}",
-                    detail={"trials": trials, "rerun": rerun_detail},
+                    detail={"trials": trials, "rerun": rerun_detail} | self._criterion_detail(),
                 )
+        seeds = [self._trial_seed(t) for t in range(self.trials)]
+        if self.paper is not None:
+            worst = {
+                o.name: max(tr["outputs"][i]["max_abs_err"] for tr in trials) for i, o in enumerate(self.task.outputs)
+            }
+            message = f"{self.trials} trial(s) passed{self._judged_by()}; largest abs error: " + ", ".join(
+                f"{k} {v:.2e}" for k, v in worst.items()
+            )
+            return message, {"trials": trials, "seeds": seeds} | self._criterion_detail()
         worst = {o.name: max(tr["outputs"][i]["rel_l2"] for tr in trials) for i, o in enumerate(self.task.outputs)}
         message = f"{self.trials} trials passed; worst rel L2 error: " + ", ".join(
             f"{k} {v:.2e}" for k, v in worst.items()
         )
-        return message, {"trials": trials, "seeds": [self.seed + t for t in range(self.trials)]}
+        return message, {"trials": trials, "seeds": seeds}
+
+    def _trial_seed(self, trial: int) -> int:
+        """Trial `trial`'s input seed (0-based): ours are consecutive from the attempt's seed; the paper's stored
+        tensors are one fixed seed for its trials of a stored family (tasks/paper_protocol.py)."""
+        return self.seed + trial if self.paper is None else trial_seed(self.paper, trial, self.seed)
+
+    def _judged_by(self) -> str:
+        """The paper's rule in words, for the check's messages ("" under ours: its messages are as they were)."""
+        if self.paper is None:
+            return ""
+        share = "every element" if self.paper.matched >= 1 else f"{self.paper.matched:.1%} of the elements"
+        inputs = "stored spiky" if self.paper.spikes and self.paper.stored else "stored" if self.paper.stored else (
+            "fresh plain N(0,1)")  # fmt: skip
+        return (
+            f", judged by the paper's rule (an element fails when |out − expected| > {ATOL:g} and > "
+            f"{RTOL:g}·|expected|; {share} must pass; expected = {self.expected_from} on the same {inputs} inputs)"
+        )
+
+    def _criterion_detail(self) -> dict:
+        return {"criterion": Criterion.PAPER.value, "expected": self.expected_from} if self.paper else {}
 
     def _rerun(self, inputs: dict[str, torch.Tensor]) -> tuple[str, dict]:
         """The launch sequence once more on the very same inputs: outputs that differ beyond the tolerance
@@ -347,8 +381,10 @@ class _Attempt:
     # -------------------------------------------------------------------------------------- helpers
 
     def _fill(self, seed: int) -> dict[str, torch.Tensor]:
-        """Fresh inputs into the input buffers; outputs poisoned. Returns a pristine copy of the inputs."""
-        inputs = draw_inputs(self.task, self.task.dims, seed, self.worker.device)
+        """Fresh inputs into the input buffers (the paper's draw under its criterion); outputs poisoned. Returns a
+        pristine copy of the inputs."""
+        spikes = self.paper is None or self.paper.spikes
+        inputs = draw_inputs(self.task, self.task.dims, seed, self.worker.device, spikes=spikes)
         for name, value in inputs.items():
             self.buffers[name].copy_(value)
         for spec in self.task.outputs:
@@ -362,7 +398,7 @@ class _Attempt:
         self.executed(1)
         return inputs
 
-    def _compare(self, inputs: dict[str, torch.Tensor]) -> list[OutputCheck]:
+    def _compare(self, inputs: dict[str, torch.Tensor]) -> list[OutputCheck] | list[ElementCheck]:
         changed = [n for n, v in inputs.items() if not torch.equal(self.buffers[n], v)]
         if changed:
             raise AttemptFailed(
@@ -370,10 +406,32 @@ class _Attempt:
                 self.current,
                 f"the kernel wrote into its input(s) {', '.join(changed)}; inputs are read-only",
             )
+        if self.paper is not None:
+            expected = self._library_outputs(inputs)
+            return [compare_elements(o.name, self.buffers[o.name], expected[o.name], self.paper.matched)
+                    for o in self.task.outputs]  # fmt: skip
         reference = run_reference(self.task.reference, inputs, self.task.params)
         return [
             compare(o.name, self.buffers[o.name], reference[o.name], self.task.tolerance) for o in self.task.outputs
         ]
+
+    def _library_outputs(self, inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """What the paper's rule compares with: the baseline library's output on these inputs (its harness calls
+        the definition's reference, which is the library). A task naming no library (a FlashInfer-Bench definition
+        without one), or a library that cannot run here, is compared with the fp32 reference, and says so."""
+        if self.task.baseline is not None:
+            try:
+                outputs = prepare_baseline(self.task.baseline.call, inputs, self.task.params)()
+                self.expected_from = f"{self.task.baseline.library}'s output"
+                return outputs
+            except torch.cuda.OutOfMemoryError:
+                raise
+            except Exception as e:  # e.g. cuDNN's fp8 attention without cudnn-frontend
+                why = f"{self.task.baseline.library} did not run here: {str(e).splitlines()[0] if str(e) else e!r}"
+        else:
+            why = "the task names no library"
+        self.expected_from = f"the fp32 reference's output ({why})"
+        return run_reference(self.task.reference, inputs, self.task.params)
 
     def _passed_message(self) -> str:
         t = self.metrics.timing

@@ -122,6 +122,8 @@ def signature(launch: KernelLaunch, task: Task, program: Program) -> tuple[dict[
         if name in launch.constexprs:
             sig[name] = "constexpr"
             continue
+        if name not in launch.params:  # a defaulted constexpr left out (check_names allows it): Triton's default
+            continue
         p = launch.params[name]
         if isinstance(p, Desc):
             sig[name] = f"tensordesc<{TRITON_DTYPES[dtype_of(p.tensor, task, program)]}[{','.join(map(str, p.block))}]>"
@@ -215,13 +217,15 @@ def join_ptx(modules: list[str]) -> str:
     return "\n".join(parts) + "\n\n" + "\n\n".join(bodies) + "\n"
 
 
-def build_answer(task: Task, arch: Arch, config: Any = None) -> tuple[str, list[Compiled]]:
-    """The answer's Markdown for `task` on `arch`, and what each kernel compiled to."""
+def build_answer(task: Task, arch: Arch, config: Any = None, flaw: str | None = None) -> tuple[str, list[Compiled]]:
+    """The answer's Markdown for `task` on `arch`, and what each kernel compiled to; `flaw`: a deliberate bug the
+    kernel module plants (attention_fwd.FLAWS), for a broken fixture."""
     import triton
 
     ptxas_version = _setup_toolchain()
     cfg = config if config is not None else config_for(task)
-    program = kernel_module(task).program(task, cfg, arch)
+    planted = {"flaw": flaw} if flaw is not None else {}
+    program = kernel_module(task).program(task, cfg, arch, **planted)
     compiled = []
     for launch in program.launches:
         k = compile_launch(launch, task, arch, program)

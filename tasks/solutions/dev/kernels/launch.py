@@ -10,6 +10,7 @@ Keeping one description is what makes the generated answer and the tuned kernel 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -66,9 +67,16 @@ class KernelLaunch:
     def name(self) -> str:
         return self.fn.__name__
 
+    @property
+    def defaults(self) -> set[str]:
+        """The kernel's arguments that have a default value."""
+        fn = getattr(self.fn, "fn", self.fn)  # the Python function under a JITFunction or InterpretedFunction
+        return {n for n, p in inspect.signature(fn).parameters.items() if p.default is not inspect.Parameter.empty}
+
     def check_names(self) -> None:
-        """Every kernel argument is described exactly once, as a param or a constexpr."""
-        names = list(self.fn.arg_names)
+        """Every kernel argument is described exactly once, as a param or a constexpr; a constexpr with a default
+        (a flaw left unplanted) may be left out."""
+        names = [n for n in self.fn.arg_names if n in self.params or n in self.constexprs or n not in self.defaults]
         described = list(self.params) + list(self.constexprs)
         if sorted(names) != sorted(described):
             raise ValueError(f"{self.name}: kernel args {names}, described {described}")
@@ -108,6 +116,8 @@ def kernel_args(launch: KernelLaunch, tensors: Mapping[str, Any], dims: Mapping[
     for name in launch.fn.arg_names:
         if name in launch.constexprs:
             args.append(launch.constexprs[name])
+            continue
+        if name not in launch.params:  # a defaulted constexpr left out: Python's default (defaults are trailing)
             continue
         p = launch.params[name]
         if isinstance(p, Desc):
