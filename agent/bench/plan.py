@@ -70,7 +70,7 @@ class Bench(BaseModel):
     created_at: str
     tasks: list[str] = Field(description="Task names (aliases and groups resolved).")
     archs: list[str]
-    samples: int = Field(ge=1, description="Trajectories per task × arch × mode.")
+    samples: int = Field(ge=1, description="Trajectories per task × arch × mode (× prompt variant, under a preset).")
     max_turns: int = Field(ge=1, description="Turns of a multi-turn trajectory (a single-shot one has 1).")
     modes: list[Mode]
     solve: dict[str, str] = Field(

@@ -74,7 +74,7 @@ class Configured:
     settings: dict[Shared, SolveConfig]
 
     def settings_of(self, run: PlannedRun) -> SolveConfig:
-        """One run's settings: those of its task, arch and mode, with its run id, in the bench folder."""
+        """One run's settings: those of its task, arch, mode and variant, with its run id, in the bench folder."""
         return self.settings[shared(run)].model_copy(update={"run_id": run.run_id, "runs_dir": self.folder})
 
     def labels(self, run: PlannedRun) -> dict[str, str]:
