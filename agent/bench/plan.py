@@ -43,7 +43,7 @@ MAX_RUNS = 100_000  # a plan is built whole and kept in bench.json: 10^8 samples
 RESERVED = {
     "task": "use tasks=",
     "arch": "use archs=",
-    "run_id": "run ids are task-arch-mode-sample",
+    "run_id": "run ids are task-arch-mode-sample (task-arch-mode-variant-sample under a preset)",
     "mode": "use modes=single,multi,tools",
     "eval.device": "a bench uses every visible GPU; choose them with CUDA_VISIBLE_DEVICES",
 }

@@ -47,7 +47,7 @@ NO_HINT = Variant(
 PAPER = Preset(
     name="paper",
     about="the PTXBench paper's protocol: its correctness rule and timing, repair runs of 8 turns, 4 per "
-    "configuration, stopping at correct and ≥ 1.2×, its prompt variants per family",
+    "configuration, stopping once solved (correct, targets executed) at ≥ 1.2×, its prompt variants per family",
     settings={
         "samples": "4",
         "max_turns": "8",
