@@ -351,9 +351,10 @@ def _build() -> dict[str, Task]:
     return {t.name: t for t in tasks}
 
 
-def _general(members: list[Task]) -> Task:
+def general_task(members: list[Task]) -> Task:
     """`<definition>_all`: the definition at every workload, judged by one answer. It reads as its largest workload
-    (dims, tensors' shapes in the prompt, conservative limits) and holds the members it is judged at."""
+    (dims, tensors' shapes in the prompt, conservative limits) and holds the members it is judged at. A FlashInfer-Bench
+    definition's (tasks/flashinfer_bench.py) is built here too; one without a baseline is timed alone."""
     largest = max(members, key=lambda t: t.dims[t.axis])
     values = ", ".join(str(t.dims[t.axis]) for t in members)
     return largest.model_copy(
@@ -364,7 +365,7 @@ def _general(members: list[Task]) -> Task:
             "description": f"{largest.description} Shape-general: one answer must pass every workload of "
             f"{largest.definition}, {largest.axis} ∈ {{{values}}} (the dims shown are the largest's), so its "
             f"kernels take {largest.axis} at run time and its launch spec's expressions are over {largest.axis}.",
-            "baseline": largest.baseline.model_copy(update={"h200_ms_seen": None}),
+            "baseline": largest.baseline.model_copy(update={"h200_ms_seen": None}) if largest.baseline else None,
             "workloads": members,
         }
     )
@@ -375,7 +376,7 @@ def _build_general(tasks: dict[str, Task]) -> dict[str, Task]:
     by_definition: dict[str, list[Task]] = {}
     for task in tasks.values():
         by_definition.setdefault(task.definition, []).append(task)
-    general = [_general(members) for members in by_definition.values() if len(members) > 1]
+    general = [general_task(members) for members in by_definition.values() if len(members) > 1]
     return {t.name: t for t in general}
 
 

@@ -454,8 +454,10 @@ def load_file(path: Path | str) -> list[Task]:
         _check_blobs(file, workloads, trace_set_root(path) or path.parent)
     tasks = to_tasks(definition, workloads, path)
     catalog = _catalog()
-    for task in tasks:
-        if task.name in catalog.TASKS:
+    # Two or more workloads of a var axis: also the shape-general task over them, as the catalog's definitions have
+    general = [catalog.general_task(tasks)] if definition.var_axes and len(tasks) > 1 else []
+    for task in [*tasks, *general]:
+        if task.name in catalog.TASKS or task.name in catalog.GENERAL:
             raise TaskFileError(
                 path,
                 "name",
@@ -502,8 +504,9 @@ def is_file_reference(name: str) -> bool:
 
 
 def resolve(item: str) -> list[str]:
-    """The task names a file or folder holds, loading them; `FILE#WORKLOAD` only the workload WORKLOAD names (its
-    `<axis><value>` such as m8192, its task name or its uuid)."""
+    """The task names a file or folder holds, one per workload, loading them; `FILE#WORKLOAD` only the workload
+    WORKLOAD names (its `<axis><value>` such as m8192, its task name or its uuid), and `FILE#all` the shape-general
+    `<definition>_all` task over them all."""
     spec, _, chosen = item.strip().partition("#")
     path = Path(spec).expanduser()
     if path.is_dir() and not chosen:
@@ -513,6 +516,12 @@ def resolve(item: str) -> list[str]:
     tasks = load_file(path)
     if not chosen:
         return [t.name for t in tasks]
+    if chosen.lower() == "all":
+        general = f"{tasks[0].definition}_all"
+        if general not in _REGISTRY:
+            raise TaskFileError(path, "#all", "a definition with a var axis and two or more workloads (the "
+                                "shape-general task is over them)")  # fmt: skip
+        return [general]
     picked = [t for t in tasks if chosen in (t.name, t.workload_uuid) or t.name.endswith(f"_{chosen.lower()}")]
     if not picked:
         known = ", ".join(t.name.removeprefix(f"{t.definition}_") for t in tasks)

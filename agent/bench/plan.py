@@ -2,13 +2,13 @@
 id, in a deterministic order, so that the same command (or resume=BENCH_ID) continues the same bench.
 
 runs/<bench_id>/
-  bench.json   format version, settings, planned trajectories (task × arch × mode × sample), resumes
-  <run_id>/    one agent.solve run folder per trajectory: f"{task}-{arch}-{mode}-s{sample:02d}"
+  bench.json   format version, settings, preset, planned trajectories (task × arch × mode × variant × sample), resumes
+  <run_id>/    one agent.solve run folder per trajectory: f"{task}-{arch}-{mode}-s{sample:02d}", or under a preset's
+               prompt variants f"{task}-{arch}-{mode}-{variant}-s{sample:02d}"
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import secrets
 import time
@@ -18,13 +18,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from agent.bench.presets import Preset, variants
 from agent.cli import ConfigError
 from agent.loop.command_line import solve_settings
 from agent.loop.config import ENDPOINT_KEYS, SolveConfig
 from agent.loop.redact import redact
 from agent.loop.store import RunFolder, check_run_id
 from agent.loop.writes import write_inside
-from tasks.catalog import resolve_names
+from tasks.catalog import get_task, resolve_names
 from tasks.schema import Arch, UnknownName
 from tools.answer import format_validation_error
 from tools.options import Profile
@@ -42,7 +43,7 @@ MAX_RUNS = 100_000  # a plan is built whole and kept in bench.json: 10^8 samples
 RESERVED = {
     "task": "use tasks=",
     "arch": "use archs=",
-    "run_id": "run ids are task-arch-mode-sample",
+    "run_id": "run ids are task-arch-mode-sample (task-arch-mode-variant-sample under a preset)",
     "mode": "use modes=single,multi,tools",
     "eval.device": "a bench uses every visible GPU; choose them with CUDA_VISIBLE_DEVICES",
 }
@@ -55,8 +56,10 @@ class PlannedRun(BaseModel):
     task: str
     arch: str
     mode: Mode
-    sample: int = Field(description="0-based sample number within task × arch × mode.")
+    sample: int = Field(description="0-based sample number within task × arch × mode × variant.")
     max_turns: int
+    variant: str | None = Field(None, description="The preset's prompt variant this run is a trajectory of.")
+    prompt: str | None = Field(None, description="The knowledge parts that variant sets (agent.solve's prompt=).")
 
 
 class Bench(BaseModel):
@@ -67,10 +70,16 @@ class Bench(BaseModel):
     created_at: str
     tasks: list[str] = Field(description="Task names (aliases and groups resolved).")
     archs: list[str]
-    samples: int = Field(ge=1, description="Trajectories per task × arch × mode.")
+    samples: int = Field(ge=1, description="Trajectories per task × arch × mode (× prompt variant, under a preset).")
     max_turns: int = Field(ge=1, description="Turns of a multi-turn trajectory (a single-shot one has 1).")
     modes: list[Mode]
-    solve: dict[str, str] = Field(description="agent.solve settings every run shares, as given (key=value).")
+    solve: dict[str, str] = Field(
+        description="agent.solve settings every run shares, as given (key=value), the preset's among them."
+    )
+    preset: str | None = Field(None, description="The preset the bench was planned with (agent/bench/presets.py).")
+    preset_settings: dict[str, str] = Field(
+        default_factory=dict, description="The settings the preset gave that the command line did not override."
+    )
     runs: list[PlannedRun]
     resumed: list[dict[str, Any]] = Field(default_factory=list, description="When continued, and what changed.")
 
@@ -78,25 +87,33 @@ class Bench(BaseModel):
         """What makes two benches the same experiment (the endpoint may move)."""
         solve = {k: v for k, v in self.solve.items() if k not in ENDPOINT_KEYS}
         return {"tasks": self.tasks, "archs": self.archs, "samples": self.samples, "max_turns": self.max_turns,
-                "modes": self.modes, "solve": solve}  # fmt: skip
+                "modes": self.modes, "solve": solve, "preset": self.preset,
+                "configurations": sorted({(r.task, r.variant or "", r.prompt or "") for r in self.runs})}  # fmt: skip
 
 
-Shared = tuple[str, str, str]  # task, arch, mode: what the settings of a bench's runs differ by, beside their ids
+# task, arch, mode, variant: what the settings of a bench's runs differ by, beside their ids
+Shared = tuple[str, str, str, str | None]
+
+
+def shared(run: PlannedRun) -> Shared:
+    return run.task, run.arch, run.mode, run.variant
 
 
 def run_settings(bench: Bench) -> dict[Shared, SolveConfig]:
-    """The settings of the bench's runs by task, arch and mode (a run adds its id and folder), read once: the
-    bench's agent.solve settings over the mode's defaults, the endpoint from the environment or ./ptxbench.toml
-    where they name none; ConfigError for a setting that is unknown or invalid."""
+    """The settings of the bench's runs by task, arch, mode and variant (a run adds its id and folder), read once:
+    the bench's agent.solve settings over the mode's defaults, the variant's prompt, the endpoint from the environment
+    or ./ptxbench.toml where they name none; ConfigError for a setting that is unknown or invalid."""
     settings = {}
-    for task, arch, mode in itertools.product(bench.tasks, bench.archs, bench.modes):
-        fixed = {"task": task, "arch": arch, "max_turns": turns(mode, bench.max_turns)}
-        if mode == "tools":
+    for run in {shared(r): r for r in bench.runs}.values():
+        fixed = {"task": run.task, "arch": run.arch, "max_turns": turns(run.mode, bench.max_turns)}
+        if run.prompt is not None:
+            fixed["prompt"] = run.prompt
+        if run.mode == "tools":
             fixed["mode"] = "tools"
-            base = {"max_evaluations": str(bench.max_turns), **MODE_DEFAULTS[mode]}
+            base = {"max_evaluations": str(bench.max_turns), **MODE_DEFAULTS[run.mode]}
         else:
-            base = MODE_DEFAULTS[mode]
-        settings[task, arch, mode] = solve_settings({**base, **bench.solve, **fixed})
+            base = MODE_DEFAULTS[run.mode]
+        settings[shared(run)] = solve_settings({**base, **bench.solve, **fixed})
     return settings
 
 
@@ -132,9 +149,11 @@ def _items(value: str, key: str) -> list[str]:
 
 
 def plan(
-    bench_id: str, tasks: list[str], archs: list[str], samples: int, max_turns: int, modes: list[str], solve: dict
-) -> Bench:
-    """The bench and its runs, in the order they are started: task, arch, mode, sample."""
+    bench_id: str, tasks: list[str], archs: list[str], samples: int, max_turns: int, modes: list[str], solve: dict,
+    preset: Preset | None = None, preset_settings: dict[str, str] | None = None,
+) -> Bench:  # fmt: skip
+    """The bench and its runs, in the order they are started: task, arch, mode, variant, sample. Under a preset each
+    task runs its family's prompt variants, unless `solve` names a prompt (then that one, as without a preset)."""
     bad_modes = [m for m in modes if m not in MODES]
     if bad_modes or not modes:
         raise ConfigError(f"unknown mode {', '.join(bad_modes) or '(none)'}; modes are {', '.join(MODES)}")
@@ -143,31 +162,44 @@ def plan(
     for key, why in RESERVED.items():
         if key in solve:
             raise ConfigError(f"{key} cannot be set for a bench: {why}")
-    planned = len(tasks) * len(archs) * len(modes) * samples
+    configs = {task: _configurations(task, preset, solve) for task in tasks}
+    planned = sum(map(len, configs.values())) * len(archs) * len(modes) * samples
     if planned > MAX_RUNS:
         raise ConfigError(
-            f"the bench would plan {planned:,} runs ({len(tasks)} tasks × {len(archs)} archs × {len(modes)} modes "
-            f"× {samples:,} samples); at most {MAX_RUNS:,}: lower samples="
+            f"the bench would plan {planned:,} runs ({sum(map(len, configs.values()))} task configurations × "
+            f"{len(archs)} archs × {len(modes)} modes × {samples:,} samples); at most {MAX_RUNS:,}: lower samples="
         )
     runs = [
         PlannedRun(
-            run_id=check_run_id(f"{task}-{arch}-{mode}-s{sample:02d}"),
+            run_id=check_run_id("-".join([task, arch, mode, *([variant] if variant else []), f"s{sample:02d}"])),
             task=task,
             arch=arch,
             mode=mode,
             sample=sample,
             max_turns=turns(mode, max_turns),
+            variant=variant,
+            prompt=prompt,
         )
         for task in tasks
         for arch in archs
         for mode in modes
+        for variant, prompt in configs[task]
         for sample in range(samples)
     ]
     try:
         return Bench(bench_id=check_run_id(bench_id, "bench_id"), created_at=_now(), tasks=tasks, archs=archs,
-                     samples=samples, max_turns=max_turns, modes=modes, solve=solve, runs=runs)  # fmt: skip
+                     samples=samples, max_turns=max_turns, modes=modes, solve=solve,
+                     preset=preset.name if preset else None, preset_settings=preset_settings or {},
+                     runs=runs)  # fmt: skip
     except ValidationError as e:
         raise ConfigError("invalid bench settings:\n" + format_validation_error(e)) from None
+
+
+def _configurations(task: str, preset: Preset | None, solve: dict) -> list[tuple[str | None, str | None]]:
+    """A task's (variant, prompt) configurations: the preset's variants for its family, or one, unnamed."""
+    if preset is None or "prompt" in solve:
+        return [(None, None)]
+    return [(v.name, v.prompt) for v in variants(preset, get_task(task))]
 
 
 def new_bench_id() -> str:

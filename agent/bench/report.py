@@ -5,7 +5,8 @@ Writes report.md, scores.csv (every group at every turn limit), budget.csv (sing
 repair at equal attempt budgets), status_per_turn.csv, trajectories.csv (with each run's definition, workload and
 catalog version), perf.csv (every attempt the perf pass profiled: its limiter and figures beside the library's),
 workloads.csv (every workload of every shape-general attempt), definitions.csv (by=definition: the scores per
-definition, its workloads pooled), and the plots
+definition, its workloads pooled), beside_paper.csv (runs of preset=paper: our shares beside the paper's published
+ones, agent/bench/beside_paper.py), and the plots
 success_vs_budget.png, speedup_by_task.png, status_per_turn.png (skipped, and said so, without
 matplotlib).
 """
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from agent.bench import plots, score
+from agent.bench import beside_paper, plots, score
 from agent.bench.tables import markdown_table, markdown_text, percent, times, write_csv
 from agent.loop.records import Trajectory
 from agent.loop.writes import write_inside
@@ -47,11 +48,15 @@ def write_report(
     workloads = score.workload_rows(trajs)
     if workloads:
         write_csv(out / "workloads.csv", workloads)
+    paper = beside_paper.rows(trajs)
+    if paper:
+        write_csv(out / "beside_paper.csv", paper)
     drawn, skipped = plots.draw(trajs, out)
     definitions = _per_definition(trajs, out) if by == "definition" else None
     sections = [
         _header(trajs, sources, skipped, selected),
         _headline(scores),
+        *([beside_paper.section(paper)] if paper else []),
         _budget(budget, drawn.get("success_vs_budget")),
         *([definitions] if definitions else []),
         *([tools_section(trajs)] if any(score.mode(t) == "tools" for t in trajs) else []),

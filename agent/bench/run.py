@@ -33,7 +33,9 @@ from agent.bench.plan import (
     resolve_tasks,
     run_settings,
     run_state,
+    shared,
 )
+from agent.bench.presets import get_preset
 from agent.bench.progress import Progress
 from agent.bench.tables import markdown_table, percent, times
 from agent.cli import ConfigError
@@ -72,14 +74,17 @@ class Configured:
     settings: dict[Shared, SolveConfig]
 
     def settings_of(self, run: PlannedRun) -> SolveConfig:
-        """One run's settings: those of its task, arch and mode, with its run id, in the bench folder."""
-        shared = self.settings[run.task, run.arch, run.mode]
-        return shared.model_copy(update={"run_id": run.run_id, "runs_dir": self.folder})
+        """One run's settings: those of its task, arch, mode and variant, with its run id, in the bench folder."""
+        return self.settings[shared(run)].model_copy(update={"run_id": run.run_id, "runs_dir": self.folder})
+
+    def labels(self, run: PlannedRun) -> dict[str, str]:
+        """What the run's config.json records of the bench beside its settings: the preset and the variant."""
+        return {k: v for k, v in (("preset", self.bench.preset), ("variant", run.variant)) if v}
 
 
 def configure(pairs: dict[str, str]) -> Configured:
     """The bench to run (new, or continued: from resume=ID, or the same settings under the same bench_id),
-    its folder, how many runs at once, and its runs' settings."""
+    its folder, how many runs at once, and its runs' settings. preset=NAME lays its settings under the given ones."""
     pairs = dict(pairs)
     concurrency = _count(pairs, "concurrency")
     runs_dir = Path(pairs.pop("runs_dir", setting_default("runs_dir")))
@@ -91,6 +96,9 @@ def configure(pairs: dict[str, str]) -> Configured:
             allowed = ", ".join(["concurrency", "runs_dir", *ENDPOINT_KEYS])
             raise ConfigError(f"a resumed bench cannot change {', '.join(refused)}; it may change only {allowed}")
         return _configured(continue_with(load(runs_dir / bench_id), endpoint), runs_dir / bench_id, concurrency)
+    preset = get_preset(pairs.pop("preset")) if "preset" in pairs else None
+    from_preset = {k: v for k, v in preset.settings.items() if k not in pairs} if preset else {}
+    pairs = {**from_preset, **pairs}
     for key in ("tasks", "archs"):
         if key not in pairs:
             raise ConfigError(f"{key}= required, e.g. tasks=core archs=sm_90a llm=reference")
@@ -102,6 +110,8 @@ def configure(pairs: dict[str, str]) -> Configured:
         max_turns=_count(pairs, "max_turns"),
         modes=[m.strip() for m in pairs.pop("modes", ",".join(DEFAULT_MODES)).split(",") if m.strip()],
         solve=pairs,
+        preset=preset,
+        preset_settings=from_preset,
     )
     bench_dir = runs_dir / wanted.bench_id
     if not (bench_dir / "bench.json").is_file():
@@ -134,12 +144,36 @@ def _count(pairs: dict[str, str], key: str) -> int:
     return number
 
 
-def check_runs(ready: Configured) -> None:
+def check_runs(ready: Configured) -> dict[Shared, int | None]:
     """Every run's settings and policy, checked before any run starts (a missing reference solution or
-    API key fails here, not halfway through)."""
-    for run in {(r.task, r.arch, r.mode): r for r in ready.bench.runs}.values():
+    API key fails here, not halfway through); returns how many answers each configuration's policy has (None: no
+    end), which bounds its GPU evaluations."""
+    answers = {}
+    for key, run in {shared(r): r for r in ready.bench.runs}.items():
         settings = ready.settings_of(run)
-        make_policy(settings, get_task(run.task), settings.arch, Journal(run.run_id, quiet=True)).close()
+        policy = make_policy(settings, get_task(run.task), settings.arch, Journal(run.run_id, quiet=True))
+        answers[key] = policy.max_answers
+        policy.close()
+    return answers
+
+
+def planned_evaluations(ready: Configured, answers: dict[Shared, int | None]) -> str:
+    """What the bench will cost in GPU evaluations, in a line: at most one per turn (a tools run: its evaluation
+    budget, its submit among them) and, for a policy with a fixed number of answers (llm=reference: one), no more
+    than those. Said before anything runs, so a short GPU budget can lower samples= first."""
+    bench = ready.bench
+    configurations = len({(r.task, r.variant) for r in bench.runs})
+    most = sum(_evaluations_at_most(ready.settings_of(r), answers[shared(r)]) for r in bench.runs)
+    bounded = [a for a in answers.values() if a is not None]
+    why = f" (its policy has {'/'.join(sorted({str(a) for a in bounded}))} answer(s) a run)" if bounded else ""
+    return (f"planned: {len(bench.runs)} runs ({configurations} task configurations × {len(bench.archs)} archs × "
+            f"{len(bench.modes)} modes × {bench.samples} samples), at most {most:,} GPU evaluations{why}"
+            + (f"; preset {bench.preset}" if bench.preset else ""))  # fmt: skip
+
+
+def _evaluations_at_most(settings: SolveConfig, answers: int | None) -> int:
+    limit = settings.max_evaluations if settings.mode == "tools" else settings.max_turns
+    return limit if answers is None else min(limit, answers)
 
 
 def run_bench(ready: Configured) -> int:
@@ -243,7 +277,7 @@ def run_one(ready: Configured, run: PlannedRun, pool: Pool) -> RunEnd:
             prepared = resume(run.run_id, {"runs_dir": ready.folder, **changes}, quiet=True)
         else:
             discard_unstarted(path)
-            prepared = prepare(settings, quiet=True)
+            prepared = prepare(settings, quiet=True, labels=ready.labels(run))
     except ConfigError as e:  # RunFolderError is one
         return RunEnd(run.run_id, 2, "error", str(e))
     code = execute(prepared, gpu=pool)

@@ -69,7 +69,8 @@ def workload_table(evaluation: Evaluation, task: Task) -> str:
     """A shape-general attempt's row per workload (status, time, speedup), the overall figures, and whose detail
     follows."""
     axis = task.axis or "workload"
-    rows = [f"| workload | {axis} | status | time (ms) | {task.baseline.library} (ms) | speedup |",
+    library = task.baseline.library if task.baseline else "baseline"  # a file's definition may name none: "-" below
+    rows = [f"| workload | {axis} | status | time (ms) | {library} (ms) | speedup |",
             "| --- | ---: | --- | ---: | ---: | ---: |"]  # fmt: skip
 
     def figure(value: float | None, digits: int) -> str:

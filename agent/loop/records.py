@@ -279,6 +279,8 @@ class RunConfig(BaseModel):
     eval: dict[str, Any] = Field(default_factory=dict, description="The eval.* settings (tools/options.py).")
     seed: dict[str, Any] | None = Field(None, description="seed.run / seed.turn, for a seeded run.")
     seed_attempt: dict[str, Any] | None = Field(None, description="The seed's run, turn, status and policy.")
+    preset: str | None = Field(None, description="The bench preset (agent/bench/presets.py) the run was planned by.")
+    variant: str | None = Field(None, description="The preset's prompt variant the run is a trajectory of.")
 
     @property
     def definition(self) -> str:

@@ -61,9 +61,10 @@ class Prepared:
     hold: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # the run folder's lock
 
 
-def prepare(settings: SolveConfig, quiet: bool = False) -> Prepared:
+def prepare(settings: SolveConfig, quiet: bool = False, labels: Mapping[str, str] | None = None) -> Prepared:
     """A new run: policy and run folder; every configuration problem surfaces here, before the run folder is
-    created. A `quiet` run prints nothing (agent.bench runs many at once)."""
+    created. A `quiet` run prints nothing (agent.bench runs many at once). `labels`: what config.json records
+    beside the settings of the bench the run is one trajectory of (RunConfig's preset and variant)."""
     task = _task(settings.task)
     note = renamed(settings.task)
     settings = settings.model_copy(update={"task": task.name})
@@ -87,6 +88,7 @@ def prepare(settings: SolveConfig, quiet: bool = False) -> Prepared:
         "toolchain": vars(toolchain()),
         **({"seed_attempt": seed.record()} if seed is not None else {}),
         **({"notes_sha256": notes_sha256(settings.feedback.notes)} if settings.feedback.notes else {}),
+        **(labels or {}),
     }
     hold = contextlib.ExitStack()  # the run folder's lock, taken as the folder is made
     folder = RunFolder.create(settings.runs_dir, run_id, record, hold)

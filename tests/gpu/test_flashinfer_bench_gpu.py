@@ -56,3 +56,15 @@ def test_solve_with_every_stage_exports_a_passed_trace(tmp_path):
     assert trace.evaluation.performance.latency_ms == pytest.approx(turn.evaluation.kernel_ms)
     assert trace.evaluation.performance.speedup_factor == 0.0  # no baseline: not measured
     assert "H200" in trace.evaluation.environment.hardware or "H100" in trace.evaluation.environment.hardware
+
+
+def test_the_files_shape_general_task_passes_every_workload(tmp_path):
+    """task=FILE#all: one answer judged at M = 256, 248 and 8192, each against the definition's own `run`."""
+    code, folder = solve([f"task={GEMM}#all", "arch=sm_90a", "llm=reference", f"runs_dir={tmp_path}", "max_turns=1"])
+    assert code == 0
+    [turn] = folder.trajectory().turns
+    ev = turn.evaluation
+    assert ev.status is Status.PASSED, ev.message
+    assert [(w.dims["M"], w.status) for w in ev.workloads] == [(256, Status.PASSED), (248, Status.PASSED),
+                                                               (8192, Status.PASSED)]  # fmt: skip
+    assert ev.speedup is None and all(w.kernel_ms and w.speedup is None for w in ev.workloads)  # timed alone

@@ -145,6 +145,22 @@ def test_a_gemm_definition_with_three_workloads_is_three_tasks():
         get_task(f"{GEMM}#m7", files=True)
 
 
+def test_a_definition_with_several_workloads_is_also_one_shape_general_task(tmp_path):
+    names = resolve_names([str(GEMM)], files=True)
+    assert "gemm_bf16_n4096_k4096_all" not in names  # tasks=FILE: one task per workload, as the catalog's groups
+    general = get_task("gemm_bf16_n4096_k4096_all")  # registered beside them, by name
+    assert [t.name for t in general.workloads] == names and general.general and general.workload == "all"
+    assert general.dims == {"M": 8192, "N": 4096, "K": 4096} and general.baseline is None  # the largest's; timed alone
+    assert general.definition == "gemm_bf16_n4096_k4096" and general.source == str(GEMM.resolve())
+    assert get_task(f"{GEMM}#all", files=True).name == general.name  # task=FILE#all
+    assert answer_key(general) == SHARED["gemm"]
+    one = write(tmp_path, gemm_data(name="gemm_once"), [workload(64)])
+    with pytest.raises(UnknownName, match=r"#all: a definition with a var axis and two or more workloads"):
+        get_task(f"{one}#all", files=True)
+    with pytest.raises(UnknownName, match="unknown task"):
+        get_task("gemm_once_all")
+
+
 def test_a_gemm_on_other_tensors_gets_no_shared_answer(tmp_path):
     fp16 = gemm_data(name="gemm_fp16_test")
     for spec in (*fp16["inputs"].values(), *fp16["outputs"].values()):
@@ -203,10 +219,11 @@ def test_a_name_from_anywhere_but_the_command_line_never_opens_a_file():
 def test_a_child_process_finds_the_tasks_by_name():
     """The GPU worker is a child process: it knows the loaded tasks by name through PTXBENCH_TASK_FILES."""
     resolve_names([str(GEMM)], files=True)
-    code = "from tasks.catalog import get_task; t = get_task('gemm_bf16_n4096_k4096_m248'); print(t.dims['M'])"
+    code = ("from tasks.catalog import get_task; t = get_task('gemm_bf16_n4096_k4096_m248'); print(t.dims['M']); "
+            "print(len(get_task('gemm_bf16_n4096_k4096_all').workloads))")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
                          env=dict(os.environ), check=True)  # fmt: skip
-    assert out.stdout.strip() == "248"
+    assert out.stdout.split() == ["248", "3"]
 
 
 # ------------------------------------------------------------------------------------------------ bad input

@@ -79,11 +79,11 @@ def test_plan_is_deterministic() -> None:
 def test_a_benchs_single_shot_samples_count_only_unless_asked() -> None:
     bench = plan("b", [GEMM], ["sm_90a"], 1, 2, ["single", "multi"], {"llm": "reference"})
     settings = run_settings(bench)
-    single, multi = settings[GEMM, "sm_90a", "single"], settings[GEMM, "sm_90a", "multi"]
+    single, multi = settings[GEMM, "sm_90a", "single", None], settings[GEMM, "sm_90a", "multi", None]
     assert (single.eval.profile, multi.eval.profile) == (Profile.COUNTS, Profile.AUTO)
     assert (single.max_turns, multi.max_turns) == (1, 2)
     asked = plan("b", [GEMM], ["sm_90a"], 1, 2, ["single"], {"llm": "reference", "eval.profile": "perf"})
-    assert run_settings(asked)[GEMM, "sm_90a", "single"].eval.profile is Profile.PERF
+    assert run_settings(asked)[GEMM, "sm_90a", "single", None].eval.profile is Profile.PERF
 
 
 @pytest.mark.parametrize(
@@ -255,7 +255,7 @@ def test_the_bench_hands_its_runs_typed_settings_and_never_reads_text_again(
         monkeypatch.setattr(cli, name, refused)
     given: list[object] = []
     real = agent.bench.run.prepare
-    monkeypatch.setattr(agent.bench.run, "prepare", lambda s, quiet: given.append(s) or real(s, quiet))
+    monkeypatch.setattr(agent.bench.run, "prepare", lambda s, quiet, labels: given.append(s) or real(s, quiet, labels))
     check_runs(ready)
     save(ready.bench, ready.folder)
     assert run_bench(ready) == 0

@@ -78,6 +78,16 @@ def test_on_cpu_the_static_stages_run_and_unverified_attempts_are_not_traces(run
     assert [json.loads(w)["workload"]["axes"]["M"] for w in workloads] == [256, 248, 8192]
 
 
+def test_the_shape_general_task_of_a_file_runs_its_static_stages_on_cpu(runs_dir):
+    """task=FILE#all: one answer for every workload of the definition; without a GPU, judged statically only."""
+    code, folder = solve([f"task={GEMM}#all", "arch=sm_90a", "llm=reference", f"runs_dir={runs_dir}"])
+    assert code == 0
+    [turn] = folder.trajectory().turns
+    config = folder.trajectory().config
+    assert (config.task, config.definition, config.workload) == (f"{DEFINITION}_all", DEFINITION, "all")
+    assert turn.evaluation.status is Status.UNVERIFIED, turn.evaluation.message
+
+
 def test_every_status_exports_as_theirs_and_reloads(runs_dir, tmp_path):
     theirs = their_models()
     recorded = recorded_evaluations()
