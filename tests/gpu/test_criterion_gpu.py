@@ -1,9 +1,10 @@
-"""eval.criterion=paper on a real Hopper GPU: the core five's reference answers pass the paper's element rule against
-cuBLAS's and cuDNN's own outputs on its input draws (3 fresh trials for the GEMM and forward, 1 on the stored
-tensors of the backward); the two held-out-style broken forwards (a causal mask off by one; LSE in log2) fail both
-criteria, the message naming the output and, under the paper's, the rule and the worst elements; the forward that
-saturates its inputs at ±16 passes the paper's criterion and fails ours (tests/fixtures/make_attention_fixtures.py
-says why). Not timed, not profiled: the check is what is under test. Skipped without an sm_90 GPU."""
+"""eval.criterion=paper on a real Hopper GPU: the core GEMM and forward reference answers pass the paper's element rule
+against cuBLAS's and cuDNN's own outputs on its input draws (3 fresh trials), the backward ones fail it on a few
+rounding disagreements with cuDNN (1 trial on the stored tensors); the two held-out-style broken forwards (a causal
+mask off by one; LSE in log2) fail both criteria, the message naming the output and, under the paper's, the rule and
+the worst elements; the forward that saturates its inputs at ±16 passes the paper's criterion and fails ours
+(tests/fixtures/make_attention_fixtures.py says why). Not timed, not profiled: the check is what is under test.
+Skipped without an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -35,17 +36,30 @@ def judged(gpu: GpuService, text: str, task: str, criterion: str) -> Evaluation:
     return evaluate_answer(text, get_task(task), ARCH, options, gpu)
 
 
-@pytest.mark.parametrize("task", CORE)
-def test_the_core_reference_answers_pass_the_papers_rule(gpu, task):
+@pytest.mark.parametrize("task", [t for t in CORE if get_task(t).family != "attention_bwd"])
+def test_the_core_gemm_and_forward_answers_pass_the_papers_rule(gpu, task):
     ev = judged(gpu, reference_answer(task, ARCH), task, "paper")
     check = ev.stage(Stage.CHECK)
     assert ev.status is Status.PASSED, ev.message
     assert ev.criterion is Criterion.PAPER and check.detail["expected"] == f"{LIBRARY[get_task(task).family]}'s output"
-    if get_task(task).family == "attention_bwd":
-        assert check.detail["seeds"] == [STORED_SEED]  # one trial, on the stored tensors
-    else:
-        assert check.detail["seeds"] == [3, 4, 5]
+    assert check.detail["seeds"] == [3, 4, 5]  # three trials, each on fresh N(0,1) draws
     print(task, check.message)  # the largest absolute error per output, beside the rule's 1e-2
+
+
+@pytest.mark.parametrize("task", [t for t in CORE if get_task(t).family == "attention_bwd"])
+def test_the_core_backward_answers_fail_the_papers_rule_on_a_few_rounding_disagreements(gpu, task):
+    """Measured on the H200 (2026-12-04): our backward, correct by rel. L2, differs from cuDNN's gradients by more
+    than 1e-2 both ways on ~1e-5 of the elements (worst 0.5 at |dQ| ≈ 10, a few bf16 steps), on the stored spiky
+    tensors: the rule demands bitwise-near agreement with one library's summation order. Pinned so that a change
+    of rule or of kernel that moves it is seen."""
+    ev = judged(gpu, reference_answer(task, ARCH), task, "paper")
+    assert ev.status is Status.MISMATCH and ev.criterion is Criterion.PAPER, ev.message
+    [trial] = ev.stage(Stage.CHECK).detail["trials"]
+    assert trial["seed"] == STORED_SEED  # one trial, on the stored tensors
+    failing = [o for o in trial["outputs"] if not o["passed"]]
+    assert failing and all(o["failed"] / o["elements"] < 1e-4 and not o["unwritten"] for o in failing), failing
+    assert all(o["max_abs_err"] < 2 for o in trial["outputs"]), "beyond rounding: a real error"
+    print(task, ev.stage(Stage.CHECK).message.splitlines()[0])
 
 
 # What each criterion names: the mask's LSE error is large in the first rows only, which rel. L2 averages away.

