@@ -86,6 +86,12 @@ def test_a_broken_forward_fails_both_criteria_naming_its_output(gpu, flaw, crite
     print(flaw, criterion, message.splitlines()[:4])
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured on the H200 (2026-12-04): the compiled clamp computes near-zero scores on plain N(0,1) inputs "
+    "(LSE 8.36 where cuDNN's is 9.19), so the fixture fails the paper's rule too; in Triton's CPU interpreter it "
+    "passes it (tests/tasks/test_attention_flaws.py)",
+)
 def test_the_saturating_forward_passes_the_papers_criterion_and_fails_ours(gpu):
     fixture = FIXTURE["inputs_saturated_at_16"]
     text = path(fixture).read_text()
