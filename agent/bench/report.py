@@ -24,6 +24,7 @@ from agent.bench.tables import markdown_table, markdown_text, percent, times, wr
 from agent.loop.records import Trajectory
 from agent.loop.writes import write_inside
 from tools.evaluation import Status
+from tools.options import Criterion
 from tools.perf_report import longest
 
 BUDGETS_SHOWN = (1, 2, 4, 8)
@@ -72,11 +73,20 @@ def write_report(
     return path
 
 
+# What a passed check meant, by the rule that judged it (eval.criterion).
+RULE_TEXT = {
+    Criterion.PTXBENCH: "relative L2 against the fp32 reference",
+    Criterion.PAPER: "the paper's rule: every element within 1e-2 of the library's output",
+}
+
+
 def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str | None, selected: str = "") -> str:
     attempts = [t for traj in trajs for t in traj.turns]
     unverified = sum(t.evaluation.status is Status.UNVERIFIED for t in attempts)
     unfinished = [traj.run_id for traj in trajs if not score.finished(traj)]
     models = sorted({score.model(t) for t in trajs})
+    judged_by = {t.evaluation.criterion for t in attempts} - {None}
+    rules = [RULE_TEXT[c] for c in Criterion if c in judged_by] or [RULE_TEXT[Criterion.PTXBENCH]]
     lines = [
         "# PTXBench report",
         "",
@@ -84,7 +94,7 @@ def _header(trajs: list[Trajectory], sources: Sequence[Path], plots_skipped: str
         f"models: {', '.join(map(markdown_text, models))}; "
         f"generated {datetime.now(UTC).isoformat(timespec='seconds')}.",
         "",
-        "- **correct**: a turn passed the check against the fp32 reference. *Unverified* attempts (GPU stages "
+        f"- **correct**: a turn passed the check ({'; '.join(rules)}). *Unverified* attempts (GPU stages "
         f"skipped: {unverified} of {len(attempts)} here) count as not correct; **unverified** is the share of runs "
         "not correct with such an attempt, which a GPU of the arch would have decided.",
         "- **+targets**: correct with the arch's target instructions executed, in the same turn.",

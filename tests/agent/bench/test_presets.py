@@ -24,6 +24,7 @@ from tasks.catalog import CORE, get_task
 from tasks.schema import Arch, Task
 from tests.agent.helpers import fixture_text, write_script
 from tests.fixtures.runs.make_runs import DEVICE, evaluation, turn
+from tools.evaluation import Stage
 
 GEMM, FWD, BWD = "gemm_n7168_k5120", "mha_with_lse_d128", "mha_bwd_d128"
 CORE_VARIANTS = {  # the paper's three per family; the forward has two here (agent/bench/presets.py says why)
@@ -151,7 +152,8 @@ def test_the_bench_records_its_preset_and_every_runs_variant(runs_dir: Path, cap
 
 
 def _write_run(runs_dir: Path, run_id: str, task: str, arch: str, codes: list[str], *, max_turns: int = 8,
-               variant: str | None = "no_hint", preset: str | None = "paper") -> None:  # fmt: skip
+               variant: str | None = "no_hint", preset: str | None = "paper",
+               judged_by: str | None = None) -> None:  # fmt: skip
     settings = SolveConfig(task=task, arch=Arch.resolve(arch), llm={"name": "reference"}, max_turns=max_turns,
                            eval={"criterion": "paper", "speedup": "paper"})  # fmt: skip
     config = {
@@ -163,7 +165,10 @@ def _write_run(runs_dir: Path, run_id: str, task: str, arch: str, codes: list[st
     }
     folder = RunFolder.create(runs_dir, run_id, config)
     for i, code in enumerate(codes, start=1):
-        folder.append_turn(turn(i, evaluation(task, code), f"answer {code}"))
+        ev = evaluation(task, code)
+        if judged_by:  # as the worker records the paper's rule: named in the check's detail
+            ev.stage(Stage.CHECK).detail["criterion"] = judged_by
+        folder.append_turn(turn(i, ev, f"answer {code}"))
 
 
 def test_the_report_sets_our_shares_beside_the_papers(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -199,6 +204,18 @@ def test_the_report_sets_our_shares_beside_the_papers(tmp_path: Path, capsys: py
     assert (no_hint["trajectories"], no_hint["correct"], no_hint["best_speedup"]) == ("2", "0.5", "0.5")
     assert no_hint["paper_frontier_model"] == ""  # the paper's cells stand beside the pooled rows only
     assert next(r for r in rows if r[4] == "warp_specialization")[5:] == ["1", "0.00", "0.00", "0.00", "-"]
+
+
+def test_the_reports_header_names_the_rule_that_judged(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    ours, papers = tmp_path / "ours", tmp_path / "papers"
+    _write_run(ours, "g-0", GEMM, "sm_90a", ["P0.9T"], preset=None)
+    _write_run(papers, "g-0", GEMM, "sm_90a", ["P0.9T"], judged_by="paper")
+    for runs in (ours, papers):
+        assert report_main([str(runs), f"out={runs / 'report'}"]) == 0
+    capsys.readouterr()
+    assert "passed the check (relative L2 against the fp32 reference)" in (ours / "report" / "report.md").read_text()
+    header = (papers / "report" / "report.md").read_text().split("\n## ")[0]
+    assert "passed the check (the paper's rule: every element within 1e-2 of the library's output)" in header
 
 
 def test_a_report_without_preset_runs_has_no_such_section(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
