@@ -22,6 +22,7 @@ from agent.loop.records import Trajectory, Turn
 from tasks import flashinfer_bench as fib
 from tasks.schema import Task
 from tools.evaluation import Evaluation, Stage, Status
+from tools.options import Criterion
 
 LOG_CHARS = 4000  # of the evaluation's message, in a trace's log
 
@@ -56,7 +57,8 @@ def workload(task: Task) -> fib.Workload:
 
 def correctness(evaluation: Evaluation, task: Task) -> fib.Correctness:
     """The check stage's worst errors over its trials and outputs (NaN where an output was unwritten or non-finite),
-    with our criterion's figures (rel. L2 per output against its tolerance) in `extra`."""
+    with the judging rule's figures in `extra`: ours (rel. L2 per output against its tolerance), or the paper's
+    (eval.criterion=paper: the failing elements per output, of atol and rtol)."""
     check = evaluation.stage(Stage.CHECK)
     detail = check.detail if check else {}
     trials = detail.get("trials")
@@ -75,12 +77,18 @@ def correctness(evaluation: Evaluation, task: Task) -> fib.Correctness:
         return float("nan") if not values or any(math.isnan(v) for v in values) else max(values)
 
     names = list(dict.fromkeys(o["name"] for o in outputs))
-    rel_l2 = {n: worst([number(o.get("rel_l2")) for o in outputs if o["name"] == n]) for n in names}
-    extra = {
-        "criterion": "ptxbench: rel. L2 error against the reference",
-        "tolerance": task.tolerance,
-        "rel_l2": rel_l2,
-    }
+    if evaluation.criterion is Criterion.PAPER:  # the element rule's figures: how many failed, of how many
+        extra = {
+            "criterion": "paper: every element within atol and rtol of the library's output",
+            "atol": outputs[0]["atol"],
+            "rtol": outputs[0]["rtol"],
+            "failed_elements": {n: max(o["failed"] for o in outputs if o["name"] == n) for n in names},
+            "required_share": {o["name"]: o["required"] for o in outputs},
+        }
+    else:
+        rel_l2 = {n: worst([number(o.get("rel_l2")) for o in outputs if o["name"] == n]) for n in names}
+        extra = {"criterion": "ptxbench: rel. L2 error against the reference", "tolerance": task.tolerance,
+                 "rel_l2": rel_l2}  # fmt: skip
     return fib.Correctness(
         max_relative_error=worst([number(o.get("max_rel_err")) for o in outputs]),
         max_absolute_error=worst([number(o.get("max_abs_err")) for o in outputs]),

@@ -154,3 +154,22 @@ def test_correctness_is_the_worst_over_trials_and_outputs():
     c = correctness(ev, get_task("attn_fwd"))
     assert (c.max_absolute_error, c.max_relative_error) == (0.75, 0.2)
     assert c.extra["rel_l2"] == {"O": 4e-3, "LSE": 2e-2}
+
+
+def test_correctness_under_the_papers_rule_gives_its_failing_elements():
+    from agent.bench.traces import correctness
+    from tasks.catalog import get_task
+    from tools.evaluation import Stage, StageResult, StageState
+
+    def out(name: str, failed: int, abs_err: float, rel_err: float) -> dict:  # an ElementCheck as the worker dumps it
+        return {"name": name, "failed": failed, "elements": 1000, "required": 1.0, "atol": 0.01, "rtol": 0.01,
+                "max_abs_err": abs_err, "max_rel_err": rel_err}  # fmt: skip
+
+    trials = [{"seed": 3, "outputs": [out("O", 0, 0.005, 0.01), out("LSE", 7, 0.5, 0.2)]}]
+    detail = {"trials": trials, "criterion": "paper", "expected": "cuDNN's output"}
+    stages = [StageResult(name=Stage.CHECK, state=StageState.FAILED, detail=detail)]
+    ev = Evaluation(task="attn_fwd", arch="sm_90a", status=Status.MISMATCH, stages=stages)
+    c = correctness(ev, get_task("attn_fwd"))
+    assert (c.max_absolute_error, c.max_relative_error) == (0.5, 0.2)
+    assert c.extra["criterion"].startswith("paper") and (c.extra["atol"], c.extra["rtol"]) == (0.01, 0.01)
+    assert c.extra["failed_elements"] == {"O": 0, "LSE": 7} and "rel_l2" not in c.extra
