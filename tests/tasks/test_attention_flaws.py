@@ -2,7 +2,7 @@
 tests/fixtures/make_attention_fixtures.py from our reference kernel with one flaw planted): the generator reproduces
 them, each compiles with its targets in SASS and differs from the reference answer, the reference answers are
 unchanged by the flaw switch, and in Triton's CPU interpreter each is judged as its note says: the wrong causal mask
-and the log2 LSE fail both criteria, the saturated inputs pass the paper's and fail ours."""
+and the log2 LSE fail both criteria, the saturated queries pass the paper's and fail ours."""
 
 from __future__ import annotations
 
@@ -86,5 +86,5 @@ def test_each_flaw_is_judged_as_its_note_says_in_the_interpreter():
         assert verdicts[("mha_with_lse_d128_causal", None, criterion)] == {"O": True, "LSE": True}
         assert verdicts[("mha_with_lse_d128_causal", "causal_mask_off_by_one", criterion)] == {"O": False, "LSE": False}
         assert verdicts[("mha_with_lse_d128", "lse_in_log2", criterion)] == {"O": True, "LSE": False}
-    assert verdicts[("mha_with_lse_d128", "inputs_saturated_at_16", "paper")] == {"O": True, "LSE": True}
-    assert verdicts[("mha_with_lse_d128", "inputs_saturated_at_16", "ptxbench")] == {"O": False, "LSE": False}
+    assert verdicts[("mha_with_lse_d128", "queries_saturated_at_16", "paper")] == {"O": True, "LSE": True}
+    assert verdicts[("mha_with_lse_d128", "queries_saturated_at_16", "ptxbench")] == {"O": False, "LSE": False}

@@ -29,7 +29,7 @@ from tasks.solutions.dev.kernels.launch import Desc, KernelLaunch, Program, Ptr,
 FLAWS = {
     "causal_mask_off_by_one": 1,  # the causal mask lets query i see key i+1 (key ≤ query+1): wrong O rows, LSE
     "lse_in_log2": 2,  # LSE written in log2 units (m + log2 l, the ·ln 2 dropped): O right, LSE 1.44× too large
-    "inputs_saturated_at_16": 3,  # Q, K, V clamped to [-16, 16] on load: N(0,1) never gets there, spikes do
+    "queries_saturated_at_16": 3,  # Q clamped to [-16, 16] on load: N(0,1) never gets there, spikes do
 }
 
 
@@ -39,8 +39,6 @@ def _fwd_block_loop(acc, l_i, m_i, q, k_desc, v_desc, kv_row, offs_m, lo, hi, qk
     """Fold key blocks [lo, hi) into the running (acc, l, m); MASKED applies the causal mask."""
     for start_n in tl.range(lo, hi, BLOCK_N):
         k = k_desc.load([kv_row + start_n, 0])
-        if FLAW == 3:
-            k = tl.clamp(k.to(tl.float32), -16.0, 16.0).to(k.dtype)
         qk = tl.dot(q, k.T)
         if MASKED:
             offs_n = start_n + tl.arange(0, BLOCK_N)
@@ -60,8 +58,6 @@ def _fwd_block_loop(acc, l_i, m_i, q, k_desc, v_desc, kv_row, offs_m, lo, hi, qk
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         v = v_desc.load([kv_row + start_n, 0])
-        if FLAW == 3:
-            v = tl.clamp(v.to(tl.float32), -16.0, 16.0).to(v.dtype)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_new
     return acc, l_i, m_i
