@@ -10,18 +10,19 @@ from collections import defaultdict
 from typing import Any
 
 from agent.bench import score
+from agent.bench.presets import PAPER
 from agent.bench.tables import markdown_table, markdown_text, times
 from agent.loop.records import Trajectory
 from tasks import paper_results
 from tasks.catalog import TASKS
 from tasks.paper_results import COLUMNS, PaperResult
+from tools.options import Criterion, SpeedupFigure
 
-PRESET = "paper"
 ALL_VARIANTS = "all"
 
 
 def preset_runs(trajs: list[Trajectory]) -> list[Trajectory]:
-    return [t for t in trajs if t.config.preset == PRESET]
+    return [t for t in trajs if t.config.preset == PAPER.name]
 
 
 def rows(trajs: list[Trajectory]) -> list[dict[str, Any]]:
@@ -64,8 +65,8 @@ def _ours(runs: list[Trajectory]) -> dict[str, Any]:
         "correct_targets": sum(score.targets_at(t, limit) for t in runs) / n,
         "unverified": sum(score.unverified_at(t, limit) for t in runs) / n,
         "best_speedup": max((b for t in runs if (b := score.best_speedup_at(t, limit)) is not None), default=None),
-        "criterion": ",".join(sorted({str(t.config.eval.get("criterion", "ptxbench")) for t in runs})),
-        "speedup_figure": ",".join(sorted({str(t.config.eval.get("speedup", "paired")) for t in runs})),
+        "criterion": ",".join(sorted({str(t.config.eval.get("criterion", Criterion.PTXBENCH)) for t in runs})),
+        "speedup_figure": ",".join(sorted({str(t.config.eval.get("speedup", SpeedupFigure.PAIRED)) for t in runs})),
         "devices": ";".join(devices),
     }
 
