@@ -86,5 +86,5 @@ def test_each_flaw_is_judged_as_its_note_says_in_the_interpreter():
         assert verdicts[("mha_with_lse_d128_causal", None, criterion)] == {"O": True, "LSE": True}
         assert verdicts[("mha_with_lse_d128_causal", "causal_mask_off_by_one", criterion)] == {"O": False, "LSE": False}
         assert verdicts[("mha_with_lse_d128", "lse_in_log2", criterion)] == {"O": True, "LSE": False}
-    assert verdicts[("mha_with_lse_d128", "queries_saturated_at_16", "paper")] == {"O": True, "LSE": True}
-    assert verdicts[("mha_with_lse_d128", "queries_saturated_at_16", "ptxbench")] == {"O": False, "LSE": False}
+    assert verdicts[("mha_with_lse_d128", "scores_saturated_at_12", "paper")] == {"O": True, "LSE": True}
+    assert verdicts[("mha_with_lse_d128", "scores_saturated_at_12", "ptxbench")] == {"O": False, "LSE": False}

@@ -177,8 +177,9 @@ class KernelTimer:
     @contextmanager
     def _tracing(self, cupti: Any, calls: list[ApiCall], work: list[GpuWork]) -> Iterator[None]:
         """The activity kinds enabled and the records collected for the block; afterwards flushed (when the block
-        ended normally), disabled and CUPTI finalized (detached), however the block ended, so the range profiler
-        finds CUPTI as it was."""
+        ended normally) and disabled, however the block ended. Not finalized: after `cuptiFinalize` the range
+        profiler's `cuptiProfilerInitialize` failed in the same process (CUPTI_ERROR_NOT_INITIALIZED, the H200,
+        2026-12-04), and with every kind disabled CUPTI records nothing more."""
         kinds = cupti.ActivityKind
         api = {int(getattr(kinds, k)) for k in API_KINDS}
         gpu = {int(getattr(kinds, k)): k for k in WORK_KINDS}
@@ -205,8 +206,6 @@ class KernelTimer:
                     for kind in enabled:
                         with contextlib.suppress(Exception):
                             cupti.activity_disable(kind)
-                    with contextlib.suppress(Exception):
-                        cupti.finalize()
         except cupti_user.CuptiBusy as e:
             raise DurationsUnavailable(str(e)) from None
 

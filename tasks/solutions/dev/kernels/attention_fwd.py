@@ -29,7 +29,7 @@ from tasks.solutions.dev.kernels.launch import Desc, KernelLaunch, Program, Ptr,
 FLAWS = {
     "causal_mask_off_by_one": 1,  # the causal mask lets query i see key i+1 (key ≤ query+1): wrong O rows, LSE
     "lse_in_log2": 2,  # LSE written in log2 units (m + log2 l, the ·ln 2 dropped): O right, LSE 1.44× too large
-    "queries_saturated_at_16": 3,  # Q clamped to [-16, 16] on load: N(0,1) never gets there, spikes do
+    "scores_saturated_at_12": 3,  # unmasked scores capped at 12 (log2 units): N(0,1) never gets there, spikes do
 }
 
 
@@ -48,6 +48,10 @@ def _fwd_block_loop(acc, l_i, m_i, q, k_desc, v_desc, kv_row, offs_m, lo, hi, qk
                 qk = qk * qk_scale + tl.where(offs_m[:, None] + 1 >= offs_n[None, :], 0.0, -1.0e6)
             else:
                 qk = qk * qk_scale + tl.where(offs_m[:, None] >= offs_n[None, :], 0.0, -1.0e6)
+            m_new = tl.maximum(m_i, tl.max(qk, 1))
+            qk = qk - m_new[:, None]
+        elif FLAW == 3:  # a plain min on the accumulator (a clamp of Q itself went wrong on the H200, cause not found)
+            qk = tl.minimum(qk * qk_scale, 12.0)
             m_new = tl.maximum(m_i, tl.max(qk, 1))
             qk = qk - m_new[:, None]
         else:
@@ -90,8 +94,6 @@ def attn_fwd_kernel(
     qk_scale = sm_scale * 1.4426950408889634  # scores in log2 units
 
     q = q_desc.load([q_row + m0, 0])
-    if FLAW == 3:
-        q = tl.clamp(q.to(tl.float32), -16.0, 16.0).to(q.dtype)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
