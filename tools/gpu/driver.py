@@ -131,6 +131,20 @@ def encode_tensor_map(plan: TensorMapPlan, address: int) -> cu.CUtensorMap:
     )
 
 
+def _tensor_map(plan: TensorMapPlan, address: int, where: str) -> cu.CUtensorMap:
+    """The encoded map, or a LaunchError naming the argument and what the driver was given: its one-word refusal
+    (CUDA_ERROR_INVALID_VALUE) names neither, and the static checks (tools/plan.py) passed."""
+    try:
+        return encode_tensor_map(plan, address)
+    except CudaError as e:
+        raise LaunchError(
+            f"{where} (tensor map over {plan.tensor!r}): the driver refused it ({e.name}); it was given, innermost "
+            f"first: {plan.dtype}, dims {plan.global_dims}, byte strides {plan.global_strides}, box {plan.box}, "
+            f"element strides {plan.element_strides}, swizzle {plan.swizzle}, interleave {plan.interleave}, "
+            f"L2 promotion {plan.l2_promotion}, address {address:#x}"
+        ) from None
+
+
 class LaunchError(RuntimeError):
     """A launch the driver refused before it ran (not sticky); the message names the launch and the reason."""
 
@@ -183,7 +197,7 @@ def prepare_launches(module: cu.CUmodule, plan: LaunchPlan, addresses: Mapping[s
             attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
             attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = item.cluster
             attrs.append(attr)
-        prepared.append(PreparedLaunch(index, item, fn, _params(item, addresses), attrs))
+        prepared.append(PreparedLaunch(index, item, fn, _params(item, addresses, where), attrs))
     return prepared
 
 
@@ -208,9 +222,9 @@ def _check_function_limits(fn: cu.CUfunction, item: LaunchPlanItem, where: str) 
         _set_attribute(fn, attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, item.shared_bytes, where)
 
 
-def _params(item: LaunchPlanItem, addresses: Mapping[str, int]) -> tuple[tuple, tuple]:
+def _params(item: LaunchPlanItem, addresses: Mapping[str, int], where: str) -> tuple[tuple, tuple]:
     values, types = [], []
-    for arg in item.args:
+    for position, arg in enumerate(item.args):
         if arg.kind == "tensor":
             values.append(addresses[arg.tensor])
             types.append(ctypes.c_void_p)
@@ -218,7 +232,7 @@ def _params(item: LaunchPlanItem, addresses: Mapping[str, int]) -> tuple[tuple, 
             values.append(arg.value)
             types.append(_SCALAR_CTYPES[arg.type])
         else:
-            values.append(encode_tensor_map(arg.tensor_map, addresses[arg.tensor]))
+            values.append(_tensor_map(arg.tensor_map, addresses[arg.tensor], f"{where}.args[{position}]"))
             types.append(None)  # passed by value as the 128-byte CUtensorMap
     return tuple(values), tuple(types)
 
