@@ -34,31 +34,31 @@
 
 struct alignas(64) TensorMap { unsigned char bytes[128]; };
 
-constexpr int D = HEAD_DIM;
-constexpr int D_PAD = D <= 64 ? 64 : 128;        // the tiles' width in shared memory
-constexpr int NBOX = D_PAD / 64;                 // TMA boxes [128, 64] per tile (128B swizzle: 64 bf16 a row)
-constexpr int BLOCK_M = 128;                     // query rows per item (64 per consumer warpgroup)
-constexpr int BLOCK_N = 128;                     // keys per tile
-constexpr int STAGES = D <= 64 ? 3 : 2;          // K tiles and V tiles in flight
-constexpr int HEADS_PER_CHUNK = 8;
-constexpr int BOX_BYTES = 128 * 128;             // [128 rows, 64 bf16]
-constexpr int TILE_BYTES = NBOX * BOX_BYTES;
-constexpr int QK_STEPS = D / 16;                 // k16 steps of S = Q·Kᵀ
-constexpr int PV_STEPS = BLOCK_N / 16;           // k16 steps of O += P·V
-constexpr int O_REGS = D_PAD / 2;                // fp32 accumulators of a 64 x D_PAD tile per thread
-constexpr int Q_OFF = 0;
-constexpr int K_OFF = Q_OFF + TILE_BYTES;
-constexpr int V_OFF = K_OFF + STAGES * TILE_BYTES;
-constexpr int BAR_OFF = V_OFF + STAGES * TILE_BYTES;
-constexpr int NUM_BARS = 2 + 4 * STAGES;         // q_full, q_empty, k_full[], k_empty[], v_full[], v_empty[]
-constexpr int SMEM_BYTES = 1024 + BAR_OFF + 8 * NUM_BARS;  // 1024: room to align the base to 1024 bytes
+static constexpr int D = HEAD_DIM;
+static constexpr int D_PAD = D <= 64 ? 64 : 128;        // the tiles' width in shared memory
+static constexpr int NBOX = D_PAD / 64;                 // TMA boxes [128, 64] per tile (128B swizzle: 64 bf16 a row)
+static constexpr int BLOCK_M = 128;                     // query rows per item (64 per consumer warpgroup)
+static constexpr int BLOCK_N = 128;                     // keys per tile
+static constexpr int STAGES = D <= 64 ? 3 : 2;          // K tiles and V tiles in flight
+static constexpr int HEADS_PER_CHUNK = 8;
+static constexpr int BOX_BYTES = 128 * 128;             // [128 rows, 64 bf16]
+static constexpr int TILE_BYTES = NBOX * BOX_BYTES;
+static constexpr int QK_STEPS = D / 16;                 // k16 steps of S = Q·Kᵀ
+static constexpr int PV_STEPS = BLOCK_N / 16;           // k16 steps of O += P·V
+static constexpr int O_REGS = D_PAD / 2;                // fp32 accumulators of a 64 x D_PAD tile per thread
+static constexpr int Q_OFF = 0;
+static constexpr int K_OFF = Q_OFF + TILE_BYTES;
+static constexpr int V_OFF = K_OFF + STAGES * TILE_BYTES;
+static constexpr int BAR_OFF = V_OFF + STAGES * TILE_BYTES;
+static constexpr int NUM_BARS = 2 + 4 * STAGES;         // q_full, q_empty, k_full[], k_empty[], v_full[], v_empty[]
+static constexpr int SMEM_BYTES = 1024 + BAR_OFF + 8 * NUM_BARS;  // 1024: room to align the base to 1024 bytes
 static_assert(SMEM_BYTES <= 227 * 1024, "over Hopper's 227 KiB of shared memory per block");
 #ifdef SHARED_BYTES
 static_assert(SMEM_BYTES == SHARED_BYTES, "the LaunchSpec's shared_bytes must be this kernel's");
 #endif
-constexpr int CONSUMER_THREADS = 256;
-constexpr float LOG2E = 1.4426950408889634f;
-constexpr float LN2 = 0.6931471805599453f;
+static constexpr int CONSUMER_THREADS = 256;
+static constexpr float LOG2E = 1.4426950408889634f;
+static constexpr float LN2 = 0.6931471805599453f;
 #define NEG_INF __int_as_float(0xff800000)  // −∞ (NVRTC has no math.h for INFINITY)
 
 // ------------------------------------------------------------------------------------------ PTX wrappers
@@ -99,6 +99,7 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 // NVRTC takes an asm statement to be done when it returns: these make every later read of an accumulator (and
 // every reuse of an A register) stay after the wait that really completes the wgmma.
+// Pinned before a fence, they keep the writes of accumulators and A registers (O's rescale, P's packing) ahead of it.
 template <int N>
 __device__ __forceinline__ void pin(float (&r)[N]) {
 #pragma unroll
@@ -343,6 +344,8 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
     unsigned p[32];
 #pragma unroll
     for (int i = 0; i < 64; ++i) s[i] = 0.f;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) p[i] = 0u;
     if (cw == 1) pass_turn(cw);  // consumer 0 issues first
     unsigned kv = 0, t = 0;
     for (unsigned item = blockIdx.x; item < items; item += gridDim.x, ++t) {
@@ -357,6 +360,8 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
         unsigned stage = kv % STAGES;
         mbar_wait(k_full + 8 * stage, (kv / STAGES) & 1);
         wait_turn(cw);
+        pin(o);
+        pin(p);
         wgmma_fence();
         issue_qk(s, q_rows, base + K_OFF + stage * TILE_BYTES);
         wgmma_commit();
@@ -376,6 +381,8 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
             mbar_wait(k_full + 8 * k_stage, (k_index / STAGES) & 1);
             mbar_wait(v_full + 8 * v_stage, (v_index / STAGES) & 1);
             wait_turn(cw);
+            pin(o);  // O's rescale and P's packing stay before the fence
+            pin(p);
             wgmma_fence();
             issue_qk(s, q_rows, base + K_OFF + k_stage * TILE_BYTES);
             wgmma_commit();
@@ -401,6 +408,8 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
         stage = v_index % STAGES;
         mbar_wait(v_full + 8 * stage, (v_index / STAGES) & 1);
         wait_turn(cw);
+        pin(o);
+        pin(p);
         wgmma_fence();
         issue_pv(o, p, base + V_OFF + stage * TILE_BYTES);
         wgmma_commit();
