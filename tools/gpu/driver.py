@@ -12,6 +12,7 @@ from typing import Any
 
 from cuda.bindings import driver as cu
 
+from tasks.schema import DTYPE_BYTES
 from tools.plan import LaunchPlan, LaunchPlanItem, TensorMapPlan
 
 # Errors after which the context is unusable: the worker must be restarted.
@@ -114,7 +115,7 @@ def encode_tensor_map(plan: TensorMapPlan, address: int) -> cu.CUtensorMap:
         len(plan.global_dims),
         address,
         [cu.cuuint64_t(d) for d in plan.global_dims],
-        [cu.cuuint64_t(s) for s in plan.global_strides],
+        [cu.cuuint64_t(s) for s in _strides(plan)],
         [cu.cuuint32_t(b) for b in plan.box],
         [cu.cuuint32_t(e) for e in plan.element_strides],
         getattr(cu.CUtensorMapInterleave, f"CU_TENSOR_MAP_INTERLEAVE_{suffix[plan.interleave]}"),
@@ -129,6 +130,15 @@ def encode_tensor_map(plan: TensorMapPlan, address: int) -> cu.CUtensorMap:
         if plan.oob_fill == "zero"
         else cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA,
     )
+
+
+def _strides(plan: TensorMapPlan) -> list[int]:
+    """The rank − 1 byte strides; for a rank-1 map one placeholder, the whole extent rounded up to 16 bytes. cuda-python
+    passes an empty list as a null pointer, which the driver refuses (CUDA_ERROR_INVALID_VALUE, the H200's 580
+    driver) although it reads no stride at rank 1; given one, it encodes the map."""
+    if plan.global_strides:
+        return plan.global_strides
+    return [-(-plan.global_dims[0] * DTYPE_BYTES[plan.dtype] // 16) * 16]
 
 
 def _tensor_map(plan: TensorMapPlan, address: int, where: str) -> cu.CUtensorMap:
