@@ -20,7 +20,8 @@
 // Every operand tile in shared memory is a TMA box of [rows, 64] bf16 with the 128-byte swizzle: row r at
 // r·128 bytes, its 16-byte chunk j at chunk j ^ (r % 8), 8-row atoms of 1024 bytes. A head dim of 128 is two
 // such boxes side by side (chunks of 64 columns); D=96 is two boxes too, the second zero-filled by TMA past
-// column 96 (the extra k-steps of Q·Kᵀ and dO·Vᵀ are skipped; the zero columns of dV, dK, dQ are dropped).
+// column 96 (the extra k-steps of Q·Kᵀ and dO·Vᵀ are skipped; the zero columns of dV, dK, dQ are dropped):
+// an n=96 wgmma would read its MN-major B across one and a half swizzle atoms, which the padding avoids.
 // Every wgmma is m64n64k16, so an MN-major (transposed) operand never spans more than one swizzle atom along
 // MN and only the 8-row stride (SBO = 1024) of its descriptor is read.
 
@@ -118,11 +119,17 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 
 // ----------------------------------------------------------------------------------------------- wgmma
 
-// A 128B-swizzled operand tile at shared address `addr` (within a 1024-aligned atom grid). SBO = 1024: the
-// stride between 8-row atoms, along K for a K-major operand and along K for an MN-major one (whose 64-element
-// MN extent is one atom, so LBO, the stride between MN atoms, is never used; it is set to one box anyway).
-__device__ __forceinline__ unsigned long long smem_desc(unsigned addr, unsigned lbo_bytes) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo_bytes >> 4) << 16) |
+// Descriptors of 128B-swizzled operand tiles (start address within a 1024-aligned atom grid; layout type 1).
+// K-major: 8-row atoms 1024 bytes apart (SBO); LBO is unused by a swizzled K-major operand (1 by convention).
+__device__ __forceinline__ unsigned long long desc_k_major(unsigned addr) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
+         (1ull << 62);
+}
+// MN-major (transposed): atoms of 64 MN elements × 8 K rows, the next 8 K rows 1024 bytes on. Each MN-major
+// operand here spans exactly one atom along MN (N or M = 64), so the stride between MN atoms is never needed;
+// both offset fields are 1024, which reads right whichever of the two the hardware takes for the K stride.
+__device__ __forceinline__ unsigned long long desc_mn_major(unsigned addr) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(1024 >> 4) << 16) |
          ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
 }
 
@@ -310,13 +317,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int kk = 0; kk < K_STEPS_D; ++kk) {
         const unsigned off = (kk / 4) * K_TILE + (kk % 4) * 32;
         const unsigned qoff = (kk / 4) * Q_TILE + (kk % 4) * 32;
-        wgmma_ss<0, 0>(s, smem_desc(k_wg + off, K_TILE), smem_desc(q_st + qoff, Q_TILE), kk > 0);
+        wgmma_ss<0, 0>(s, desc_k_major(k_wg + off), desc_k_major(q_st + qoff), kk > 0);
       }
 #pragma unroll
       for (int kk = 0; kk < K_STEPS_D; ++kk) {
         const unsigned off = (kk / 4) * K_TILE + (kk % 4) * 32;
         const unsigned qoff = (kk / 4) * Q_TILE + (kk % 4) * 32;
-        wgmma_ss<0, 0>(dp, smem_desc(v_wg + off, K_TILE), smem_desc(do_st + qoff, Q_TILE), kk > 0);
+        wgmma_ss<0, 0>(dp, desc_k_major(v_wg + off), desc_k_major(do_st + qoff), kk > 0);
       }
       wgmma_commit();
       wgmma_wait_all();
@@ -354,12 +361,12 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_rs_bt(dv[c], pa[kk], smem_desc(do_st + c * Q_TILE + kk * 2048, Q_TILE));
+          wgmma_rs_bt(dv[c], pa[kk], desc_mn_major(do_st + c * Q_TILE + kk * 2048));
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_rs_bt(dk[c], dsa[kk], smem_desc(q_st + c * Q_TILE + kk * 2048, Q_TILE));
+          wgmma_rs_bt(dk[c], dsa[kk], desc_mn_major(q_st + c * Q_TILE + kk * 2048));
       wgmma_commit();
 
       // dSᵀ into shared memory as [128 keys, 64 queries], 128B-swizzled: the A operand of dQ = dS·K, read
@@ -382,13 +389,13 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       if (DQ_SPLIT_N) {
 #pragma unroll
         for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-          wgmma_ss<1, 1>(dq, smem_desc(base + ds_buf + kk * 2048, DS_BYTES),
-                         smem_desc(base + OFF_K + wg * K_TILE + kk * 2048, K_TILE), kk > 0);
+          wgmma_ss<1, 1>(dq, desc_mn_major(base + ds_buf + kk * 2048),
+                         desc_mn_major(base + OFF_K + wg * K_TILE + kk * 2048), kk > 0);
       } else {
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
-          wgmma_ss<1, 1>(dq, smem_desc(base + ds_buf + wg * 8192 + kk * 2048, DS_BYTES),
-                         smem_desc(base + OFF_K + wg * 8192 + kk * 2048, K_TILE), kk > 0);
+          wgmma_ss<1, 1>(dq, desc_mn_major(base + ds_buf + wg * 8192 + kk * 2048),
+                         desc_mn_major(base + OFF_K + wg * 8192 + kk * 2048), kk > 0);
       }
       wgmma_commit();
       wgmma_wait_all();
