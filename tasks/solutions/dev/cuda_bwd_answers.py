@@ -28,7 +28,7 @@ TASKS = [f"mha_bwd_d{d}{c}" for d in (64, 96, 128) for c in ("", "_causal")] + [
     "gqa_bwd_d128",
     "gqa_bwd_d128_causal",
 ]
-BLOCK_N, BLOCK_M, STAGES = 128, 64, 2  # as the kernel's macros of the same names
+BLOCK_N, BLOCK_M, STAGES = 128, 64, 3  # as the kernel's macros of the same names
 DELTA_ROWS = 8  # rows of attn_bwd_delta per block: one warp each
 
 
@@ -119,7 +119,7 @@ KV_GROUP={kv_group(task)}. Do not edit by hand: change the kernel or the generat
 
 Three launches: Delta = rowsum(dO∘O) into the scratch `delta`; the main kernel, one CTA per (128 keys,
 batch · K/V head), K and V loaded once by TMA, a producer warpgroup streaming Q, dO, LSE, Delta of 64 queries
-through a 2-stage mbarrier ring and two consumer warpgroups (setmaxnreg 240) computing S, P, dP, dS, dV, dK
+through a 3-stage mbarrier ring and two consumer warpgroups (setmaxnreg 240) computing S, P, dP, dS, dV, dK
 with m64n64k16 wgmma and adding dS·K into the fp32 scratch `dq_accum` by TMA reduce-add; then
 dQ = bf16(dq_accum · scale). {layout}. Both scratch buffers are zeroed before each run.
 """

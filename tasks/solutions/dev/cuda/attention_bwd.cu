@@ -6,7 +6,7 @@
 //   attn_bwd_delta       Delta = rowsum(dO∘O), fp32, one warp per row, into the scratch `delta` [B, H, S].
 //   attn_bwd_main        one CTA per (key tile of 128, batch · K/V head). K and V of the tile are loaded once
 //                        by TMA; a producer warpgroup streams Q, dO, LSE and Delta of 64 queries at a time
-//                        through a 2-stage mbarrier ring (all by TMA) over every query head of the group; two consumer
+//                        through a 3-stage mbarrier ring (all by TMA) over every query head of the group; two consumer
 //                        warpgroups each own 64 keys and compute, per query tile,
 //                          Sᵀ = K·Qᵀ, Pᵀ = exp2(Sᵀ·scale·log2e − LSE·log2e), dPᵀ = V·dOᵀ, dSᵀ = Pᵀ∘(dPᵀ − Delta),
 //                          dV += Pᵀ·dO, dK += dSᵀ·Q   (Pᵀ, dSᵀ as the register A operand),
@@ -36,7 +36,7 @@
 #define K_STEPS_D (HEAD_DIM / 16)    // k-steps of 16 over the real head dim
 #define BLOCK_N 128                  // keys per CTA
 #define BLOCK_M 64                   // queries per pipeline stage
-#define STAGES 2
+#define STAGES 3
 // D_PAD = 128: warpgroup w computes dQ columns [64w, 64w+64) over all 128 keys (N split, one reduce each).
 // D_PAD = 64: warpgroup w computes all 64 columns over its own 64 keys (K split, both reduce into the rows).
 #define DQ_SPLIT_N (CHUNKS == 2)
