@@ -135,7 +135,10 @@ __device__ __forceinline__ unsigned long long desc_mn_major(unsigned addr) {
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+template <int PENDING>  // wait until at most PENDING committed groups are still running
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+}
 // Ties the accumulator registers to the point after a wait so that no read of them moves above it.
 __device__ __forceinline__ void acc_fence(float* d) {
 #pragma unroll
@@ -310,7 +313,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       const float* delta_st = lse_st + BLOCK_M;
       mbar_wait(base + OFF_BAR + BAR_FULL(stage), parity);
 
-      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: [64 keys, 64 queries], both operands K-major over the head dim.
+      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: [64 keys, 64 queries], both operands K-major over the head dim, in two
+      // groups so that Pᵀ is computed while dPᵀ runs and dSᵀ while dV's products run.
       float s[32], dp[32];
       wgmma_fence();
 #pragma unroll
@@ -319,6 +323,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const unsigned qoff = (kk / 4) * Q_TILE + (kk % 4) * 32;
         wgmma_ss<0, 0>(s, desc_k_major(k_wg + off), desc_k_major(q_st + qoff), kk > 0);
       }
+      wgmma_commit();
 #pragma unroll
       for (int kk = 0; kk < K_STEPS_D; ++kk) {
         const unsigned off = (kk / 4) * K_TILE + (kk % 4) * 32;
@@ -326,11 +331,11 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         wgmma_ss<0, 0>(dp, desc_k_major(v_wg + off), desc_k_major(do_st + qoff), kk > 0);
       }
       wgmma_commit();
-      wgmma_wait_all();
+      wgmma_wait<1>();  // Sᵀ
       acc_fence(s);
-      acc_fence(dp);
 
-      // Pᵀ and dSᵀ, packed to bf16 in the register-A order of m64k16 (four k-steps of 16 queries).
+      // Pᵀ (fp32, in place of Sᵀ) and packed to bf16 in the register-A order of m64k16 (four k-steps of 16
+      // queries). Accumulator columns [16k, 16k+8) are A registers 0 (row) and 1 (row+8), [16k+8, 16k+16) 2, 3.
       const unsigned key0 = n0 + wg * 64 + frag_row;
       const bool masked = CAUSAL && mt * BLOCK_M < n0 + BLOCK_N;  // a tile that crosses the diagonal
       unsigned pa[4][4], dsa[4][4];
@@ -338,30 +343,38 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int j = 0; j < 8; ++j) {
         const unsigned col = 8 * j + frag_col;
         const float2 lse = *reinterpret_cast<const float2*>(lse_st + col);
-        const float2 dl = *reinterpret_cast<const float2*>(delta_st + col);
-        float p[4], ds[4];
 #pragma unroll
         for (int h = 0; h < 4; ++h) {  // h: bit 0 the column pair member, bit 1 the row half (+8)
-          const float l = (h & 1) ? lse.y : lse.x, d = (h & 1) ? dl.y : dl.x;
-          float e = fast_exp2(fmaf(s[4 * j + h], scale_log2, -l * LOG2E));
+          float e = fast_exp2(fmaf(s[4 * j + h], scale_log2, -((h & 1) ? lse.y : lse.x) * LOG2E));
           if (masked && mt * BLOCK_M + col + (h & 1) < key0 + 8 * (h >> 1)) e = 0.0f;
-          p[h] = e;
-          ds[h] = e * (dp[4 * j + h] - d);
+          s[4 * j + h] = e;
         }
-        // Accumulator columns [16k, 16k+8) are A registers 0 (row) and 1 (row+8), [16k+8, 16k+16) are 2 and 3.
-        pa[j / 2][2 * (j % 2) + 0] = pack_bf16(p[0], p[1]);
-        pa[j / 2][2 * (j % 2) + 1] = pack_bf16(p[2], p[3]);
-        dsa[j / 2][2 * (j % 2) + 0] = pack_bf16(ds[0], ds[1]);
-        dsa[j / 2][2 * (j % 2) + 1] = pack_bf16(ds[2], ds[3]);
+        pa[j / 2][2 * (j % 2) + 0] = pack_bf16(s[4 * j + 0], s[4 * j + 1]);
+        pa[j / 2][2 * (j % 2) + 1] = pack_bf16(s[4 * j + 2], s[4 * j + 3]);
       }
 
-      // dV += Pᵀ·dO, dK += dSᵀ·Q: B is [64 queries, 64 columns] with the columns contiguous (MN-major).
+      // dV += Pᵀ·dO: B is [64 queries, 64 columns] with the columns contiguous (MN-major).
       wgmma_fence();
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
           wgmma_rs_bt(dv[c], pa[kk], desc_mn_major(do_st + c * Q_TILE + kk * 2048));
+      wgmma_commit();
+      wgmma_wait<1>();  // dPᵀ (dV's products may still run)
+      acc_fence(dp);
+
+      // dSᵀ = Pᵀ∘(dPᵀ − Delta), packed the same way; then dK += dSᵀ·Q.
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float2 dl = *reinterpret_cast<const float2*>(delta_st + 8 * j + frag_col);
+        float ds[4];
+#pragma unroll
+        for (int h = 0; h < 4; ++h) ds[h] = s[4 * j + h] * (dp[4 * j + h] - ((h & 1) ? dl.y : dl.x));
+        dsa[j / 2][2 * (j % 2) + 0] = pack_bf16(ds[0], ds[1]);
+        dsa[j / 2][2 * (j % 2) + 1] = pack_bf16(ds[2], ds[3]);
+      }
+      wgmma_fence();
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
@@ -398,7 +411,7 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                          desc_mn_major(base + OFF_K + wg * 8192 + kk * 2048), kk > 0);
       }
       wgmma_commit();
-      wgmma_wait_all();
+      wgmma_wait<0>();
       acc_fence(dq);
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
