@@ -411,14 +411,15 @@ extern "C" __global__ void __launch_bounds__(384, 1)
                          desc_mn_major(base + OFF_K + wg * 8192 + kk * 2048), kk > 0);
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      acc_fence(dq);
+      wgmma_wait<1>();  // dK's products done: Q, dO, LSE, Delta of this stage are read
 #pragma unroll
       for (int c = 0; c < CHUNKS; ++c) {
         acc_fence(dv[c]);
         acc_fence(dk[c]);
       }
-      mbar_arrive(base + OFF_BAR + BAR_EMPTY(stage));  // Q, dO, LSE, Delta of this stage are read
+      mbar_arrive(base + OFF_BAR + BAR_EMPTY(stage));
+      wgmma_wait<0>();
+      acc_fence(dq);
 
       // dQ partial → staging ([64, 32] fp32 boxes, 128B-swizzled) → TMA reduce-add into dq_accum. The copy
       // runs while this warpgroup computes the next tile; its staging is rewritten only after it has been read.
