@@ -1,6 +1,6 @@
-"""The hand-written CUDA attention forward's candidates (tasks/solutions/candidates/sm_90a) on a real Hopper GPU:
-each passes the check on 2 fresh draws with wgmma and TMA executed, untimed (tools/dev/gpu_cuda_fwd.sh times them
-against cuDNN). Skipped without an sm_90 GPU."""
+"""The hand-written CUDA attention forward's answers (tasks/solutions/sm_90a) on a real Hopper GPU:
+each passes the check on 2 fresh draws with wgmma and TMA executed, untimed (`python -m tasks.solutions.check_all` times
+them against cuDNN). Skipped without an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.hopper
 
 
 @pytest.mark.parametrize("definition", cuda_answers.DEFINITIONS)
-def test_a_candidate_passes_with_its_targets_executed(gpu, definition):
-    answer = (cuda_answers.CANDIDATES / f"{definition}.md").read_text()
+def test_an_answer_passes_with_its_targets_executed(gpu, definition):
+    answer = (cuda_answers.OUT / f"{definition}.md").read_text()
     task = get_task(answered_by(definition)[-1])  # the largest S the answer serves
     options = EvalOptions(trials=2, seed=0, time=False, profile=Profile.COUNTS, timeout_s=20)
     ev = evaluate_answer(answer, task, Arch.SM_90A, options, gpu)

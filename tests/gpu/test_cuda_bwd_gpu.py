@@ -1,7 +1,7 @@
-"""The CUDA C++ attention-backward candidates (tasks/solutions/candidates/sm_90a/, from
+"""The CUDA C++ attention-backward answers (tasks/solutions/sm_90a/, from
 tasks/solutions/dev/cuda/attention_bwd.cu) on a real Hopper GPU: each passes its task on one draw with wgmma and TMA
 executed, and the D=96 answers pass at the smallest and largest workloads of their definitions too (S 512 and
-16384). Not timed: tools/dev/gpu_cuda_bwd.sh times them against cuDNN. Skipped without an sm_90 GPU."""
+16384). Not timed: `python -m tasks.solutions.check_all` times them against cuDNN. Skipped without an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def _passes(answer_name: str, task_name: str, gpu, profile: Profile) -> None:
 
 
 @pytest.mark.parametrize("name", TASKS)
-def test_a_candidate_passes_with_its_targets_executed(name, gpu):
+def test_an_answer_passes_with_its_targets_executed(name, gpu):
     _passes(name, name, gpu, Profile.COUNTS)
 
 
 @pytest.mark.parametrize(("answer", "task"), OTHER_WORKLOADS)
-def test_a_d96_candidate_serves_its_definitions_other_workloads(answer, task, gpu):
+def test_a_d96_answer_serves_its_definitions_other_workloads(answer, task, gpu):
     _passes(answer, task, gpu, Profile.OFF)

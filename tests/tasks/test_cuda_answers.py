@@ -1,8 +1,9 @@
-"""The hand-written CUDA attention forward's candidate answers (tasks/solutions/candidates/sm_90a, written by
+"""The hand-written CUDA attention forward's answers (tasks/solutions/sm_90a, written by
 tasks/solutions/dev/cuda_answers.py from tasks/solutions/dev/cuda/attention_fwd.cu): the generator reproduces the
 committed files; each goes through NVRTC, ptxas 13.0, nvdisasm and the ABI check to `unverified` with wgmma and TMA
 in its SASS, no spills, no stack and no ptxas performance warning (wgmma serialized); each plans as a persistent grid
-at every workload it serves. The GPU half is tools/dev/gpu_cuda_fwd.sh."""
+at every workload it serves. The GPU half: tests/gpu/test_cuda_answers_gpu.py; `python -m tasks.solutions.check_all`
+times them."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ DEFINITIONS = cuda_answers.DEFINITIONS
 
 
 def _committed(definition: str) -> str:
-    return (cuda_answers.CANDIDATES / f"{definition}.md").read_text()
+    return (cuda_answers.OUT / f"{definition}.md").read_text()
 
 
-def test_the_generator_writes_the_eight_forward_definitions_to_the_candidates_folder(tmp_path):
+def test_the_generator_reproduces_the_eight_forward_answers(tmp_path):
     assert len(DEFINITIONS) == 8
     assert cuda_answers.main(["--out", str(tmp_path)]) == 0
     for definition in DEFINITIONS:
@@ -32,7 +33,7 @@ def test_the_generator_writes_the_eight_forward_definitions_to_the_candidates_fo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("definition", DEFINITIONS)
-def test_a_candidate_compiles_to_wgmma_and_tma_without_spills_or_serialized_wgmma(definition):
+def test_an_answer_compiles_to_wgmma_and_tma_without_spills_or_serialized_wgmma(definition):
     report = cuda_answers.static_report(definition, _committed(definition))
     assert report["status"] == "unverified", report["message"]
     assert {"wgmma", "tma"} <= set(report["targets"]), report
@@ -55,7 +56,7 @@ def test_the_source_refuses_a_shared_bytes_that_is_not_its_own():
 
 
 @pytest.mark.parametrize("definition", DEFINITIONS)
-def test_a_candidate_plans_a_persistent_grid_at_every_workload_it_serves(definition):
+def test_an_answer_plans_a_persistent_grid_at_every_workload_it_serves(definition):
     solution = extract_solution(_committed(definition))
     small = {"B": 1, "S": 256}  # 2 query tiles × 48 heads: fewer work items than SMs
     for name in answered_by(definition):

@@ -1,5 +1,5 @@
-"""The candidate sm_90a attention-backward answers written in CUDA C++ with inline PTX
-(tasks/solutions/candidates/sm_90a/, generated from tasks/solutions/dev/cuda/attention_bwd.cu): the generator
+"""The sm_90a attention-backward answers written in CUDA C++ with inline PTX
+(tasks/solutions/sm_90a/, generated from tasks/solutions/dev/cuda/attention_bwd.cu): the generator
 reproduces the committed files; each answer lowers through the real NVRTC and ptxas, matches its .entry ABI, plans
 at its task's dims, holds HGMMA, UTMALDG and UTMAREDG in SASS, spills nothing and has no wgmma ptxas had to
 serialize (its info line C7514, which tools.compile does not show)."""
@@ -30,7 +30,7 @@ def _committed(name: str) -> str:
     return (cuda_bwd_answers.OUT / f"{name}.md").read_text()
 
 
-def test_the_eight_backward_tasks_have_a_candidate():
+def test_the_eight_backward_tasks_have_an_answer():
     assert len(TASKS) == 8
     assert {get_task(t).family for t in TASKS} == {"attention_bwd"}
 
@@ -41,7 +41,7 @@ def test_the_generator_reproduces_the_committed_answer(name):
 
 
 @pytest.mark.parametrize("name", TASKS)
-def test_a_candidate_compiles_with_the_targets_and_plans(name):
+def test_an_answer_compiles_with_the_targets_and_plans(name):
     task = get_task(name)
     answer = _committed(name)
     ev = evaluate_answer(answer, task, SM90, EvalOptions(time=False, profile=False))

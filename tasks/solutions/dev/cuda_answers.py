@@ -1,12 +1,13 @@
-"""Write the hand-written CUDA attention forward (`tasks/solutions/dev/cuda/attention_fwd.cu`) as candidate answers:
+"""Write the hand-written CUDA attention forward (`tasks/solutions/dev/cuda/attention_fwd.cu`) as sm_90a answers:
 
     python -m tasks.solutions.dev.cuda_answers [--out DIR] [--check]
 
-One answer per bf16 forward definition below, on sm_90a only (sm_100a keeps the Triton answers): a provenance note,
-one ```cuda block (the source with the definition's macros in front) and one ```json LaunchSpec. They go to
-`tasks/solutions/candidates/sm_90a/` by default, beside the reference answers rather than over them: the lead
-switches them in only once the GPU has shown them faster. `--check` runs each through the static stages
-(NVRTC, ptxas, nvdisasm, ABI) and fails on a missing target group, a spill or a ptxas performance warning.
+One answer per bf16 forward definition below, on sm_90a only (sm_100a keeps the Triton answers; the D=256 and fp8
+forwards too): a provenance note, one ```cuda block (the source with the definition's macros in front) and one
+```json LaunchSpec. They are the reference answers (tasks/solutions/sm_90a/, the default `--out`); `python -m
+tasks.solutions.dev.generate` writes them through this module with every other answer. `--out DIR` writes a variant
+elsewhere to be timed beside them. `--check` runs each through the static stages (NVRTC, ptxas, nvdisasm, ABI) and
+fails on a missing target group, a spill or a ptxas performance warning.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from tasks.solutions import ROOT, answer_key, answered_by
 from tasks.solutions.dev.kernels.heads import kv_group, row_view
 
 SOURCE = ROOT / "dev" / "cuda" / "attention_fwd.cu"
-CANDIDATES = ROOT / "candidates" / "sm_90a"
 ARCH = Arch.SM_90A
+OUT = ROOT / str(ARCH)
 DEFINITIONS = [f"mha_with_lse_d{d}{c}" for d in (64, 96, 128) for c in ("", "_causal")] + [
     "gqa_with_lse_d128",
     "gqa_with_lse_d128_causal",
@@ -83,13 +84,12 @@ def launch_spec(task: Task) -> dict:
 def build_answer(definition: str) -> str:
     task = task_of(definition)
     source = SOURCE.relative_to(ROOT.parent.parent)
-    note = f"""# Candidate answer: {definition} on {ARCH}
+    note = f"""# Reference answer: {definition} on {ARCH}
 
 Hand-written CUDA C++ with inline PTX (FlashAttention-3's shape: a persistent grid, a TMA producer warpgroup and two
 wgmma consumer warpgroups taking turns), from `{source}`, written by
 `python -m tasks.solutions.dev.cuda_answers` with the definition's macros in front. Do not edit by hand: change the
-source or the generator and regenerate. A candidate: it replaces tasks/solutions/{ARCH}/{definition}.md only once the
-H200 has shown it faster (`tools/dev/gpu_cuda_fwd.sh`).
+source or the generator and regenerate. Measured on the H200: tasks/solutions/README.md.
 """
     spec = json.dumps(launch_spec(task), indent=1)
     return f"{note}\n```cuda\n{specialised_source(task).rstrip()}\n```\n\n```json\n{spec}\n```\n"
@@ -114,7 +114,7 @@ def static_report(definition: str, answer: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=CANDIDATES, help=f"folder for the answers (default {CANDIDATES})")
+    parser.add_argument("--out", type=Path, default=OUT, help=f"folder for the answers (default {OUT})")
     parser.add_argument("--check", action="store_true", help="run the static stages on each answer")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
