@@ -39,7 +39,9 @@ static constexpr int D_PAD = D <= 64 ? 64 : 128;        // the tiles' width in s
 static constexpr int NBOX = D_PAD / 64;                 // TMA boxes [128, 64] per tile (128B swizzle: 64 bf16 a row)
 static constexpr int BLOCK_M = 128;                     // query rows per item (64 per consumer warpgroup)
 static constexpr int BLOCK_N = 128;                     // keys per tile
-static constexpr int STAGES = D <= 64 ? 3 : 2;          // K tiles and V tiles in flight
+// K tiles and V tiles in flight. D=64: 4 (16 KiB tiles; the ring index is then a mask, and the producer runs 3
+// tiles ahead through the DRAM reads at the start of each round of heads).
+static constexpr int STAGES = D <= 64 ? 4 : 2;
 static constexpr int HEADS_PER_CHUNK = 8;
 static constexpr int BOX_BYTES = 128 * 128;             // [128 rows, 64 bf16]
 static constexpr int TILE_BYTES = NBOX * BOX_BYTES;
