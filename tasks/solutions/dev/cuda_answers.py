@@ -43,7 +43,7 @@ def shared_bytes(d: int) -> int:
     """The kernel's dynamic shared memory at head dim `d`: Q, the K and V rings, the mbarriers, and 1 KiB to align the
     base. The source recomputes it and refuses to compile (static_assert on SHARED_BYTES) if the two differ."""
     tile = (64 if d <= 64 else 128) * 128 * 2  # 128 rows, the head dim padded to 64 or 128, bf16
-    stages = 3 if d <= 64 else 2
+    stages = 4 if d <= 64 else 2
     return 1024 + tile * (1 + 2 * stages) + 8 * (2 + 4 * stages)
 
 

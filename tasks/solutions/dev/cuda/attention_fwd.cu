@@ -4,9 +4,9 @@
 // below, which tasks/solutions/dev/cuda_answers.py defines in front of this source for each task.
 //
 // Shape of the kernel:
-// - A persistent grid (one CTA per SM) walking work items (128-row query tile, batch·head). Items come in chunks of
-//   HEADS_PER_CHUNK heads, query tiles outermost inside a chunk (heaviest first when causal): the CTAs running at
-//   once share the K/V of a few heads in L2, and the long causal tiles start first.
+// - A persistent grid (one CTA per SM) walking work items (128-row query tile, batch·head); see work_item for the
+//   order, which keeps the CTAs running at once on the K/V of a few heads (they share it in L2) and, when causal,
+//   gives every CTA the same work.
 // - 3 warpgroups: warpgroup 0 produces (one thread issues every TMA load: Q per item, then a ring of STAGES K tiles
 //   and STAGES V tiles with full/empty mbarriers; K and V have separate rings because K_n is free after S_n while
 //   V_n is read one step later); warpgroups 1 and 2 consume, each owning 64 rows of the item's 128-row tile (the
@@ -39,7 +39,9 @@ static constexpr int D_PAD = D <= 64 ? 64 : 128;        // the tiles' width in s
 static constexpr int NBOX = D_PAD / 64;                 // TMA boxes [128, 64] per tile (128B swizzle: 64 bf16 a row)
 static constexpr int BLOCK_M = 128;                     // query rows per item (64 per consumer warpgroup)
 static constexpr int BLOCK_N = 128;                     // keys per tile
-static constexpr int STAGES = D <= 64 ? 3 : 2;          // K tiles and V tiles in flight
+// K tiles and V tiles in flight. D=64: 4 (16 KiB tiles; the ring index is then a mask, and the producer runs 3
+// tiles ahead through the DRAM reads at the start of each round of heads).
+static constexpr int STAGES = D <= 64 ? 4 : 2;
 static constexpr int HEADS_PER_CHUNK = 8;
 static constexpr int BOX_BYTES = 128 * 128;             // [128 rows, 64 bf16]
 static constexpr int TILE_BYTES = NBOX * BOX_BYTES;
@@ -113,13 +115,18 @@ __device__ __forceinline__ void pin(unsigned (&r)[N]) {
 
 // Matrix descriptors, 128B swizzle, tiles 1024-byte aligned. K-major (Q, K): SBO 1024 (8 rows of 128 bytes), LBO
 // unused (1). MN-major (V: keys down the rows, head dims along them): LBO = a box (the next 64 head dims), SBO 1024
-// (the next 8 keys).
-__device__ __forceinline__ unsigned long long desc_k_major(unsigned addr) {
-    return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+// (the next 8 keys). The high word (SBO 64, swizzle mode 1 at bit 62) is the same for both. The low word's start
+// address is addr >> 4 in bits 0..13: every shared address here is below 228 KiB and a multiple of 16, so the
+// descriptor of addr + offset is the low word plus offset >> 4, with no carry into LBO. The kernel builds each tile's
+// low word once (desc_lo_*) and each wgmma adds its constant step to it: one integer add a wgmma, no 64-bit
+// construction in the inner loops.
+static constexpr unsigned DESC_HI = 64u | (1u << 30);
+__device__ __forceinline__ unsigned desc_lo_k_major(unsigned addr) { return (addr >> 4) | (1u << 16); }
+__device__ __forceinline__ unsigned desc_lo_mn_major(unsigned addr) {
+    return (addr >> 4) | (static_cast<unsigned>(BOX_BYTES >> 4) << 16);
 }
-__device__ __forceinline__ unsigned long long desc_mn_major(unsigned addr) {
-    return ((addr & 0x3FFFF) >> 4) | (static_cast<unsigned long long>(BOX_BYTES >> 4) << 16) | (64ull << 32) |
-           (1ull << 62);
+__device__ __forceinline__ unsigned long long desc(unsigned lo) {
+    return (static_cast<unsigned long long>(DESC_HI) << 32) | lo;
 }
 
 __device__ __forceinline__ void wgmma_ss_n128(float (&d)[64], unsigned long long a, unsigned long long b, int accumulate) {
@@ -182,17 +189,37 @@ struct Work {
     unsigned m_tile;  // query tile
 };
 
-// Item `item` of m_tiles·batch_heads: chunks of HEADS_PER_CHUNK heads (the last may be short), query tiles
-// outermost inside a chunk, heaviest first when causal.
+// The order of the work. Not causal: every item costs the same; items come in chunks of HEADS_PER_CHUNK heads,
+// query tiles outermost inside a chunk, and CTA i takes items i, i + grid, ...: the 132 CTAs at work share 8 heads'
+// K/V (16 MiB at S=4096) in L2.
+// Causal: item (m_tile, head) costs m_tile + 1 key tiles, so a plain stride would leave the CTAs with unequal work
+// and drifting apart over the heads (each re-reading its own heads' K/V from DRAM). Instead a head's M = S/128 query
+// tiles are ordered heaviest, lightest, next heaviest, next lightest (tiles M−1, 0, M−2, 1, ...), heads one after the
+// other, and CTA i takes the PAIRS of consecutive items i, i + grid, ...: a pair (M−1−q, q) costs M + 1 key tiles
+// whatever q, so each CTA's rounds take the same time and all CTAs stay in step, round r working on pairs
+// [r·grid, (r+1)·grid), i.e. on 2·grid/M consecutive heads (8.25 heads' K/V = 16.5 MiB at S=4096 D=128, the same at
+// S=2048) that every one of them reads from tile 0 up at about the same time. Balance: 192 heads at S=4096 make 3072
+// pairs, 24 rounds at most for 23.3 on average (97%; 12 for 11.6 at S=2048). (An odd M pairs items across two heads:
+// still right, less even.)
+__device__ __forceinline__ unsigned nth_item(unsigned k) {  // this CTA's k-th item (may be past the last)
+    if (CAUSAL) return 2 * (blockIdx.x + (k / 2) * gridDim.x) + (k & 1);
+    return blockIdx.x + k * gridDim.x;
+}
 __device__ __forceinline__ Work work_item(unsigned item, unsigned m_tiles, unsigned batch_heads) {
+    Work w;
+    if (CAUSAL) {
+        w.bh = item / m_tiles;
+        const unsigned r = item - w.bh * m_tiles;
+        w.m_tile = (r & 1) ? r / 2 : m_tiles - 1 - r / 2;
+        return w;
+    }
     const unsigned per_chunk = HEADS_PER_CHUNK * m_tiles;
     const unsigned chunk = item / per_chunk;
     const unsigned rest = item - chunk * per_chunk;
     const unsigned heads = min(static_cast<unsigned>(HEADS_PER_CHUNK), batch_heads - chunk * HEADS_PER_CHUNK);
     const unsigned m_index = rest / heads;
-    Work w;
     w.bh = chunk * HEADS_PER_CHUNK + (rest - m_index * heads);
-    w.m_tile = CAUSAL ? m_tiles - 1 - m_index : m_index;
+    w.m_tile = m_index;
     return w;
 }
 __device__ __forceinline__ unsigned key_tiles(const Work& w, unsigned m_tiles) {
@@ -200,20 +227,21 @@ __device__ __forceinline__ unsigned key_tiles(const Work& w, unsigned m_tiles) {
 }
 
 // S = Q·Kᵀ for this warpgroup's 64 rows: Q's rows 64·w.. of each box, K's 128 rows; k16 step j reads 32 bytes of
-// each row, in box j / 4.
-__device__ __forceinline__ void issue_qk(float (&s)[64], unsigned q_rows, unsigned k_tile) {
+// each row, in box j / 4. q_lo, k_lo: the K-major descriptors' low words of the two tiles.
+__device__ __forceinline__ void issue_qk(float (&s)[64], unsigned q_lo, unsigned k_lo) {
 #pragma unroll
     for (int j = 0; j < QK_STEPS; ++j) {
-        const unsigned offset = (j / 4) * BOX_BYTES + (j % 4) * 32;
-        wgmma_ss_n128(s, desc_k_major(q_rows + offset), desc_k_major(k_tile + offset), j > 0);
+        const unsigned step = ((j / 4) * BOX_BYTES + (j % 4) * 32) >> 4;
+        wgmma_ss_n128(s, desc(q_lo + step), desc(k_lo + step), j > 0);
     }
 }
 // O += P·V: k16 step j takes P's keys 16j.. (registers p[4j..4j+3]) and V's rows 16j.. (2048 bytes further).
+// v_lo: the MN-major descriptor's low word of the V tile.
 template <int N>
-__device__ __forceinline__ void issue_pv(float (&o)[N], const unsigned (&p)[32], unsigned v_tile) {
+__device__ __forceinline__ void issue_pv(float (&o)[N], const unsigned (&p)[32], unsigned v_lo) {
 #pragma unroll
     for (int j = 0; j < PV_STEPS; ++j) {
-        const unsigned long long b = desc_mn_major(v_tile + j * 2048);
+        const unsigned long long b = desc(v_lo + j * (2048 >> 4));
         if constexpr (N == 64) {
             wgmma_rs_n128(o, p[4 * j], p[4 * j + 1], p[4 * j + 2], p[4 * j + 3], b);
         } else {
@@ -317,7 +345,9 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
         asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
         if (tid != 0) return;
         unsigned kv = 0, t = 0;  // K/V tiles and items loaded so far (the rings' and Q's phases)
-        for (unsigned item = blockIdx.x; item < items; item += gridDim.x, ++t) {
+        for (;; ++t) {
+            const unsigned item = nth_item(t);
+            if (item >= items) break;
             const Work w = work_item(item, m_tiles, batch_heads);
             const unsigned tiles = key_tiles(w, m_tiles);
             mbar_wait(q_empty, (t & 1) ^ 1);  // a fresh barrier's "previous phase" (parity 1) counts as done
@@ -336,9 +366,15 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
     }
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
-    const int cw = warpgroup - 1;  // consumer 0 or 1: rows 64·cw.. of each item's tile
+    // consumer 0 or 1: rows 64·cw.. of each item's tile. Read through a shuffle so that the compiler knows it is the
+    // same in the whole warp, and keeps the descriptors built from it in uniform registers (as CUTLASS does).
+    const int cw = __shfl_sync(0xffffffffu, warpgroup - 1, 0);
     const int row_in_tile = 64 * cw + 16 * ((tid / 32) % 4) + (tid % 32) / 4;  // this thread's first row
-    const unsigned q_rows = q_tile + cw * 64 * 128;  // its 64 rows of Q's boxes (128 bytes a row)
+    // The descriptors' low words: this warpgroup's 64 rows of Q's boxes (128 bytes a row), K and V stage 0; stage s
+    // is s·TILE_BYTES further.
+    const unsigned q_lo = desc_lo_k_major(q_tile + cw * 64 * 128);
+    const unsigned k_lo = desc_lo_k_major(base + K_OFF), v_lo = desc_lo_mn_major(base + V_OFF);
+    static constexpr unsigned STAGE_STEP = TILE_BYTES >> 4;
     const float c = scale * LOG2E;
     float o[O_REGS], s[64];
     unsigned p[32];
@@ -348,7 +384,9 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
     for (int i = 0; i < 32; ++i) p[i] = 0u;
     if (cw == 1) pass_turn(cw);  // consumer 0 issues first
     unsigned kv = 0, t = 0;
-    for (unsigned item = blockIdx.x; item < items; item += gridDim.x, ++t) {
+    for (;; ++t) {
+        const unsigned item = nth_item(t);
+        if (item >= items) break;
         const Work w = work_item(item, m_tiles, batch_heads);
         const unsigned tiles = key_tiles(w, m_tiles);
 #pragma unroll
@@ -363,7 +401,7 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
         pin(o);
         pin(p);
         wgmma_fence();
-        issue_qk(s, q_rows, base + K_OFF + stage * TILE_BYTES);
+        issue_qk(s, q_lo, k_lo + stage * STAGE_STEP);
         wgmma_commit();
         pass_turn(cw);
         wgmma_wait<0>();
@@ -384,9 +422,9 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
             pin(o);  // O's rescale and P's packing stay before the fence
             pin(p);
             wgmma_fence();
-            issue_qk(s, q_rows, base + K_OFF + k_stage * TILE_BYTES);
+            issue_qk(s, q_lo, k_lo + k_stage * STAGE_STEP);
             wgmma_commit();
-            issue_pv(o, p, base + V_OFF + v_stage * TILE_BYTES);
+            issue_pv(o, p, v_lo + v_stage * STAGE_STEP);
             wgmma_commit();
             pass_turn(cw);
             wgmma_wait<1>();  // S is done; P·V runs on
@@ -411,7 +449,7 @@ attention_fwd(const __grid_constant__ TensorMap q_map, const __grid_constant__ T
         pin(o);
         pin(p);
         wgmma_fence();
-        issue_pv(o, p, base + V_OFF + stage * TILE_BYTES);
+        issue_pv(o, p, v_lo + stage * STAGE_STEP);
         wgmma_commit();
         pass_turn(cw);
         wgmma_wait<0>();
