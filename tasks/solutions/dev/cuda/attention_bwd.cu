@@ -413,6 +413,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
       for (int half = 0; half < 2; ++half)
         *reinterpret_cast<unsigned*>(smem + ((ds_tile ^ (j << 4)) + half * 8 * 128)) = dsa[j / 2][2 * (j % 2) + half];
     fence_async_shared();
+    // The previous tile's dQ reduce (issued by thread 0 of each warpgroup) has read its staging before thread 0
+    // reaches this barrier, so every thread past it may rewrite the staging below: one barrier serves both.
+    if (t == 0) bulk_wait_read_all();
     named_barrier(1, 256);
 
     float dq[32];
@@ -435,7 +438,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     acc_fence(dq);
 
     // dQ partial → staging ([64, 32] fp32 boxes, 128B-swizzled) → TMA reduce-add into dq_accum. The copy
-    // runs while this warpgroup computes the next tile; its staging is rewritten only after it has been read.
+    // runs while this warpgroup computes the next tile; its staging is rewritten only after it has been read
+    // (thread 0's wait before the dSᵀ barrier above).
     //
     // Banks of one float2 store (8 bytes a lane: the hardware serves a warp as two half-warps of 16 lanes,
     // 128 bytes each, one wavefront each when they hit 32 distinct banks). Lane l holds row r = l/4 (mod 8;
@@ -451,8 +455,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
     // one wavefront per half-warp. Every lane still stores each of its 16 float2 once (j ↦ j ^ 2 is a
     // bijection); the value goes where its own column says, so the tile in shared memory, and the TMA
     // reduce's view of it, are exactly as before. The price is two selects per store.
-    if (t == 0) bulk_wait_read_all();
-    named_barrier(2 + wg, 128);
     const bool odd_row = (lane / 4) % 2;
 #pragma unroll
     for (int j = 0; j < 8; ++j)
