@@ -120,17 +120,24 @@ __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
 // ----------------------------------------------------------------------------------------------- wgmma
 
 // Descriptors of 128B-swizzled operand tiles (start address within a 1024-aligned atom grid; layout type 1).
-// K-major: 8-row atoms 1024 bytes apart (SBO); LBO is unused by a swizzled K-major operand (1 by convention).
-__device__ __forceinline__ unsigned long long desc_k_major(unsigned addr) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32) |
-         (1ull << 62);
-}
+// The high word is the same for every operand here: SBO = 1024 (8-row atoms 1024 bytes apart) and the 128-byte
+// swizzle (bits 62-63 = 1). The low word holds the start address >> 4 (bits 0-13) and LBO (bits 16-29). Each
+// descriptor's low word is built once, outside the loops, from a warp-uniform address, and moved per k-step or
+// stage by adding (byte offset >> 4): every address stays below 2^18 (shared memory is 227 KB), so the start
+// field never carries into LBO, and the loops hold only uniform integer adds before each wgmma.
+#define DESC_HI ((1024u >> 4) | (1u << 30))
+// K-major: LBO is unused by a swizzled K-major operand (1 by convention).
+__device__ __forceinline__ unsigned desc_k_major(unsigned addr) { return ((addr & 0x3FFFF) >> 4) | (1u << 16); }
 // MN-major (transposed): atoms of 64 MN elements × 8 K rows, the next 8 K rows 1024 bytes on. Each MN-major
 // operand here spans exactly one atom along MN (N or M = 64), so the stride between MN atoms is never needed;
 // both offset fields are 1024, which reads right whichever of the two the hardware takes for the K stride.
-__device__ __forceinline__ unsigned long long desc_mn_major(unsigned addr) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(1024 >> 4) << 16) |
-         ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+__device__ __forceinline__ unsigned desc_mn_major(unsigned addr) {
+  return ((addr & 0x3FFFF) >> 4) | ((1024u >> 4) << 16);
+}
+// A descriptor's low word advanced by a byte offset (a multiple of 16).
+__device__ __forceinline__ unsigned desc_at(unsigned lo, unsigned bytes) { return lo + (bytes >> 4); }
+__device__ __forceinline__ unsigned long long desc64(unsigned lo) {
+  return ((unsigned long long)DESC_HI << 32) | lo;
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -156,7 +163,7 @@ __device__ __forceinline__ void acc_fence(float* d) {
 
 // d (+)= A·B, A and B from shared memory; TRANS_A / TRANS_B select the MN-major layout.
 template <int TRANS_A, int TRANS_B>
-__device__ __forceinline__ void wgmma_ss(float* d, unsigned long long a, unsigned long long b, int accumulate) {
+__device__ __forceinline__ void wgmma_ss(float* d, unsigned a_lo, unsigned b_lo, int accumulate) {
   asm volatile(
       "{\n"
       ".reg .pred acc;\n"
@@ -164,10 +171,10 @@ __device__ __forceinline__ void wgmma_ss(float* d, unsigned long long a, unsigne
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32 ", %32, %33, acc, 1, 1, %35, %36;\n"
       "}\n"
       : WG_ACC32(d)
-      : "l"(a), "l"(b), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
+      : "l"(desc64(a_lo)), "l"(desc64(b_lo)), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B));
 }
 // d += A·B, A (64×16 bf16) from registers in the accumulator's fragment order, B MN-major from shared memory.
-__device__ __forceinline__ void wgmma_rs_bt(float* d, const unsigned* a, unsigned long long b) {
+__device__ __forceinline__ void wgmma_rs_bt(float* d, const unsigned* a, unsigned b_lo) {
   asm volatile(
       "{\n"
       ".reg .pred acc;\n"
@@ -175,7 +182,7 @@ __device__ __forceinline__ void wgmma_rs_bt(float* d, const unsigned* a, unsigne
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WG_D32 ", {%32, %33, %34, %35}, %36, acc, 1, 1, 1;\n"
       "}\n"
       : WG_ACC32(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc64(b_lo)));
 }
 
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
@@ -248,7 +255,9 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   }
   __syncthreads();
 
-  const unsigned wg = threadIdx.x / 128;
+  // Warp-uniform as far as the compiler can tell (a shuffle from lane 0), so that every shared address derived
+  // from it, and with them the wgmma descriptors, lives in uniform registers (no R2UR before each wgmma).
+  const unsigned wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   if (wg == 2) {
     // Producer warpgroup: one thread issues every copy; the others give their registers back and leave.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
@@ -290,8 +299,14 @@ extern "C" __global__ void __launch_bounds__(384, 1)
   const unsigned frag_row = 16 * warp + lane / 4;  // accumulator rows frag_row and frag_row + 8
   const unsigned frag_col = 2 * (lane % 4);        // accumulator columns frag_col + 8j + {0, 1}
   const float scale_log2 = scale * LOG2E;
-  const unsigned k_wg = base + OFF_K + wg * 64 * 128;  // this warpgroup's 64 rows of K (and of V below)
-  const unsigned v_wg = base + OFF_V + wg * 64 * 128;
+  // Descriptor low words of the tiles at their first k-step (this warpgroup's 64 rows of K and V; stage 0 of
+  // Q and dO; buffer 0 of dSᵀ; the K rows dQ reads), advanced by constants below.
+  const unsigned k_lo = desc_k_major(base + OFF_K + wg * 64 * 128), v_lo = desc_k_major(base + OFF_V + wg * 64 * 128);
+  const unsigned q_k_lo = desc_k_major(base + OFF_Q), do_k_lo = desc_k_major(base + OFF_DO);
+  const unsigned q_mn_lo = desc_mn_major(base + OFF_Q), do_mn_lo = desc_mn_major(base + OFF_DO);
+  const unsigned ds_mn_lo = desc_mn_major(base + OFF_DS + (DQ_SPLIT_N ? 0 : wg * 8192));
+  const unsigned kq_mn_lo = desc_mn_major(base + OFF_K + wg * (DQ_SPLIT_N ? K_TILE : 8192));
+  const unsigned ds_lane = (wg * 64 + frag_row) * 128 + ((frag_row % 8) << 4) + 2 * frag_col;  // dSᵀ, chunk r % 8
   const unsigned dq_stage = base + OFF_DQ + wg * DQ_WG_BYTES;
   unsigned char* dq_stage_ptr = smem + OFF_DQ + wg * DQ_WG_BYTES;
 
@@ -303,147 +318,169 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 
   mbar_wait(base + OFF_BAR + BAR_KV, 0);
 
-  unsigned it = 0;
-  for (unsigned g = 0; g < KV_GROUP; ++g) {
-    const unsigned q_bh = kv_bh * KV_GROUP + g;
-    for (unsigned mt = m_first; mt < m_tiles; ++mt, ++it) {
-      const unsigned stage = it % STAGES, parity = (it / STAGES) & 1;
-      const unsigned q_st = base + OFF_Q + stage * STAGE_BYTES, do_st = base + OFF_DO + stage * STAGE_BYTES;
-      const float* lse_st = reinterpret_cast<const float*>(smem + OFF_LSE + stage * 2 * ROWVEC_BYTES);
-      const float* delta_st = lse_st + BLOCK_M;
-      mbar_wait(base + OFF_BAR + BAR_FULL(stage), parity);
+  // One flat loop over the tiles, in the producer's order (query head g of the group, then query tile mt): the
+  // row of dq_accum (q_row) steps by BLOCK_M and jumps past the first m_first tiles of the next head when mt
+  // wraps; no head counter is kept (under GQA causal it was the register that tipped the consumer into spills).
+  const unsigned head_tiles = m_tiles - m_first;
+  unsigned mt = m_first, q_row = kv_bh * KV_GROUP * S + m_first * BLOCK_M;
+  for (unsigned it = 0; it < KV_GROUP * head_tiles; ++it) {
+    const unsigned stage = it % STAGES, parity = (it / STAGES) & 1;
+    const unsigned stage_off = stage * STAGE_BYTES;
+    const float* lse_st = reinterpret_cast<const float*>(smem + OFF_LSE + stage * 2 * ROWVEC_BYTES);
+    const float* delta_st = lse_st + BLOCK_M;
+    mbar_wait(base + OFF_BAR + BAR_FULL(stage), parity);
 
-      // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: [64 keys, 64 queries], both operands K-major over the head dim, in two
-      // groups so that Pᵀ is computed while dPᵀ runs and dSᵀ while dV's products run.
-      float s[32], dp[32];
-      wgmma_fence();
+    // Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ: [64 keys, 64 queries], both operands K-major over the head dim, in two
+    // groups so that Pᵀ is computed while dPᵀ runs and dSᵀ while dV's products run.
+    float s[32], dp[32];
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < K_STEPS_D; ++kk) {
-        const unsigned off = (kk / 4) * K_TILE + (kk % 4) * 32;
-        const unsigned qoff = (kk / 4) * Q_TILE + (kk % 4) * 32;
-        wgmma_ss<0, 0>(s, desc_k_major(k_wg + off), desc_k_major(q_st + qoff), kk > 0);
-      }
-      wgmma_commit();
+    for (int kk = 0; kk < K_STEPS_D; ++kk) {
+      const unsigned off = (kk / 4) * K_TILE + (kk % 4) * 32;
+      const unsigned qoff = (kk / 4) * Q_TILE + (kk % 4) * 32;
+      wgmma_ss<0, 0>(s, desc_at(k_lo, off), desc_at(q_k_lo, stage_off + qoff), kk > 0);
+    }
+    wgmma_commit();
 #pragma unroll
-      for (int kk = 0; kk < K_STEPS_D; ++kk) {
-        const unsigned off = (kk / 4) * K_TILE + (kk % 4) * 32;
-        const unsigned qoff = (kk / 4) * Q_TILE + (kk % 4) * 32;
-        wgmma_ss<0, 0>(dp, desc_k_major(v_wg + off), desc_k_major(do_st + qoff), kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // Sᵀ
-      acc_fence(s);
+    for (int kk = 0; kk < K_STEPS_D; ++kk) {
+      const unsigned off = (kk / 4) * K_TILE + (kk % 4) * 32;
+      const unsigned qoff = (kk / 4) * Q_TILE + (kk % 4) * 32;
+      wgmma_ss<0, 0>(dp, desc_at(v_lo, off), desc_at(do_k_lo, stage_off + qoff), kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // Sᵀ
+    acc_fence(s);
 
-      // Pᵀ (fp32, in place of Sᵀ) and packed to bf16 in the register-A order of m64k16 (four k-steps of 16
-      // queries). Accumulator columns [16k, 16k+8) are A registers 0 (row) and 1 (row+8), [16k+8, 16k+16) 2, 3.
-      const unsigned key0 = n0 + wg * 64 + frag_row;
-      const bool masked = CAUSAL && mt * BLOCK_M < n0 + BLOCK_N;  // a tile that crosses the diagonal
-      unsigned pa[4][4], dsa[4][4];
+    // Pᵀ (fp32, in place of Sᵀ) and packed to bf16 in the register-A order of m64k16 (four k-steps of 16
+    // queries). Accumulator columns [16k, 16k+8) are A registers 0 (row) and 1 (row+8), [16k+8, 16k+16) 2, 3.
+    const unsigned key0 = n0 + wg * 64 + frag_row;
+    const bool masked = CAUSAL && mt * BLOCK_M < n0 + BLOCK_N;  // a tile that crosses the diagonal
+    unsigned pa[4][4], dsa[4][4];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const unsigned col = 8 * j + frag_col;
-        const float2 lse = *reinterpret_cast<const float2*>(lse_st + col);
+    for (int j = 0; j < 8; ++j) {
+      const unsigned col = 8 * j + frag_col;
+      const float2 lse = *reinterpret_cast<const float2*>(lse_st + col);
 #pragma unroll
-        for (int h = 0; h < 4; ++h) {  // h: bit 0 the column pair member, bit 1 the row half (+8)
-          float e = fast_exp2(fmaf(s[4 * j + h], scale_log2, -((h & 1) ? lse.y : lse.x) * LOG2E));
-          if (masked && mt * BLOCK_M + col + (h & 1) < key0 + 8 * (h >> 1)) e = 0.0f;
-          s[4 * j + h] = e;
-        }
-        pa[j / 2][2 * (j % 2) + 0] = pack_bf16(s[4 * j + 0], s[4 * j + 1]);
-        pa[j / 2][2 * (j % 2) + 1] = pack_bf16(s[4 * j + 2], s[4 * j + 3]);
+      for (int h = 0; h < 4; ++h) {  // h: bit 0 the column pair member, bit 1 the row half (+8)
+        float e = fast_exp2(fmaf(s[4 * j + h], scale_log2, -((h & 1) ? lse.y : lse.x) * LOG2E));
+        if (masked && mt * BLOCK_M + col + (h & 1) < key0 + 8 * (h >> 1)) e = 0.0f;
+        s[4 * j + h] = e;
       }
+      pa[j / 2][2 * (j % 2) + 0] = pack_bf16(s[4 * j + 0], s[4 * j + 1]);
+      pa[j / 2][2 * (j % 2) + 1] = pack_bf16(s[4 * j + 2], s[4 * j + 3]);
+    }
 
-      // dV += Pᵀ·dO: B is [64 queries, 64 columns] with the columns contiguous (MN-major).
-      wgmma_fence();
+    // dV += Pᵀ·dO: B is [64 queries, 64 columns] with the columns contiguous (MN-major).
+    wgmma_fence();
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c)
+    for (int c = 0; c < CHUNKS; ++c)
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_rs_bt(dv[c], pa[kk], desc_mn_major(do_st + c * Q_TILE + kk * 2048));
-      wgmma_commit();
-      wgmma_wait<1>();  // dPᵀ (dV's products may still run)
-      acc_fence(dp);
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_rs_bt(dv[c], pa[kk], desc_at(do_mn_lo, stage_off + c * Q_TILE + kk * 2048));
+    wgmma_commit();
+    wgmma_wait<1>();  // dPᵀ (dV's products may still run)
+    acc_fence(dp);
 
-      // dSᵀ = Pᵀ∘(dPᵀ − Delta), packed the same way; then dK += dSᵀ·Q.
+    // dSᵀ = Pᵀ∘(dPᵀ − Delta), packed the same way; then dK += dSᵀ·Q.
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float2 dl = *reinterpret_cast<const float2*>(delta_st + 8 * j + frag_col);
-        float ds[4];
+    for (int j = 0; j < 8; ++j) {
+      const float2 dl = *reinterpret_cast<const float2*>(delta_st + 8 * j + frag_col);
+      float ds[4];
 #pragma unroll
-        for (int h = 0; h < 4; ++h) ds[h] = s[4 * j + h] * (dp[4 * j + h] - ((h & 1) ? dl.y : dl.x));
-        dsa[j / 2][2 * (j % 2) + 0] = pack_bf16(ds[0], ds[1]);
-        dsa[j / 2][2 * (j % 2) + 1] = pack_bf16(ds[2], ds[3]);
+      for (int h = 0; h < 4; ++h) ds[h] = s[4 * j + h] * (dp[4 * j + h] - ((h & 1) ? dl.y : dl.x));
+      dsa[j / 2][2 * (j % 2) + 0] = pack_bf16(ds[0], ds[1]);
+      dsa[j / 2][2 * (j % 2) + 1] = pack_bf16(ds[2], ds[3]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_rs_bt(dk[c], dsa[kk], desc_at(q_mn_lo, stage_off + c * Q_TILE + kk * 2048));
+    wgmma_commit();
+
+    // dSᵀ into shared memory as [128 keys, 64 queries], 128B-swizzled: the A operand of dQ = dS·K, read
+    // MN-major (queries contiguous). Two buffers by tile parity: the other warpgroup may still be reading the
+    // previous tile's until both pass this tile's barrier.
+    // Row r = 64·wg + frag_row (+8 for half 1, which leaves r % 8 = lane/4 alone), chunk j at j ^ (r % 8):
+    // ds_lane holds the row and chunk r % 8 and XOR-ing j << 4 moves it to chunk j ^ (r % 8) (bits 4-6 only;
+    // the buffer offset is 1024-aligned, so it commutes). Taken after adding the tile's buffer, so the
+    // compiler forms each address here instead of keeping 16 of them live across the loop.
+    const unsigned ds_tile = OFF_DS + (it & 1) * DS_BYTES + ds_lane;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        *reinterpret_cast<unsigned*>(smem + ((ds_tile ^ (j << 4)) + half * 8 * 128)) = dsa[j / 2][2 * (j % 2) + half];
+    fence_async_shared();
+    // The previous tile's dQ reduce (issued by thread 0 of each warpgroup) has read its staging before thread 0
+    // reaches this barrier, so every thread past it may rewrite the staging below: one barrier serves both.
+    if (t == 0) bulk_wait_read_all();
+    named_barrier(1, 256);
+
+    float dq[32];
+    wgmma_fence();
+    // D_PAD 128: all 128 keys of dSᵀ against K's 64-column box wg. D_PAD 64: this warpgroup's 64 keys of dSᵀ
+    // (+8192 bytes for wg 1) against the same 64 rows of K (ds_mn_lo and kq_mn_lo hold the wg offsets).
+    const unsigned ds_lo = desc_at(ds_mn_lo, (it & 1) * DS_BYTES);
+#pragma unroll
+    for (int kk = 0; kk < (DQ_SPLIT_N ? BLOCK_N / 16 : 4); ++kk)
+      wgmma_ss<1, 1>(dq, desc_at(ds_lo, kk * 2048), desc_at(kq_mn_lo, kk * 2048), kk > 0);
+    wgmma_commit();
+    wgmma_wait<1>();  // dK's products done: Q, dO, LSE, Delta of this stage are read
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) {
+      acc_fence(dv[c]);
+      acc_fence(dk[c]);
+    }
+    mbar_arrive(base + OFF_BAR + BAR_EMPTY(stage));
+    wgmma_wait<0>();
+    acc_fence(dq);
+
+    // dQ partial → staging ([64, 32] fp32 boxes, 128B-swizzled) → TMA reduce-add into dq_accum. The copy
+    // runs while this warpgroup computes the next tile; its staging is rewritten only after it has been read
+    // (thread 0's wait before the dSᵀ barrier above).
+    //
+    // Banks of one float2 store (8 bytes a lane: the hardware serves a warp as two half-warps of 16 lanes,
+    // 128 bytes each, one wavefront each when they hit 32 distinct banks). Lane l holds row r = l/4 (mod 8;
+    // +16·warp, +8·half leave r%8 alone) and columns 8j + 2(l%4) + {0, 1}: box j/4, 16-byte chunk
+    // c = 2(j%4) + (l%4)/2 of the row, the word pair (l%2) inside it; stored at chunk c ^ r. A half-warp holds
+    // rows r = 0..3 (or 4..7) and per row two chunks {2(j%4), 2(j%4)+1}, which rows r and r^1 swizzle onto
+    // the same pair: 4 distinct chunks for 16 lanes, every bank twice, 2 wavefronts per half-warp (the 2 ×
+    // 50 M excess wavefronts of the perf pass). So a lane of an odd row stores its columns of j ^ 2 when the
+    // even rows store j (both halves of the same box: j/4 is unchanged): chunk
+    //   (2((j ^ 2·(r%2)) % 4) + (l%4)/2) ^ r,   whose upper two bits are (j%4) ^ 2·(r%2) ^ r/2
+    // take four distinct values over the half-warp's four rows (r/2 ^ 2·(r%2) is 0, 2, 1, 3 for r = 0..3 and
+    // 2, 0, 3, 1 for r = 4..7), the low bit is (l%4)/2 ^ r%2: 8 distinct chunks × the 2 word pairs = 32 banks,
+    // one wavefront per half-warp. Every lane still stores each of its 16 float2 once (j ↦ j ^ 2 is a
+    // bijection); the value goes where its own column says, so the tile in shared memory, and the TMA
+    // reduce's view of it, are exactly as before. The price is two selects per store.
+    const bool odd_row = (lane / 4) % 2;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const unsigned jj = odd_row ? (j ^ 2) : j;  // the j whose columns this lane stores now
+        const unsigned row = frag_row + 8 * half, col = 8 * jj + frag_col;  // col in [0, 64)
+        const unsigned box = col / 32, cb = col % 32;
+        const unsigned byte = box * DQ_BOX + row * 128 + (((cb / 4) ^ (row % 8)) << 4) + (cb % 4) * 4;
+        const float2 v = odd_row ? make_float2(dq[4 * (j ^ 2) + 2 * half], dq[4 * (j ^ 2) + 2 * half + 1])
+                                 : make_float2(dq[4 * j + 2 * half], dq[4 * j + 2 * half + 1]);
+        *reinterpret_cast<float2*>(dq_stage_ptr + byte) = v;
       }
-      wgmma_fence();
+    fence_async_shared();
+    named_barrier(2 + wg, 128);
+    if (t == 0) {
+      const unsigned col0 = DQ_SPLIT_N ? wg * 64 : 0;
 #pragma unroll
-      for (int c = 0; c < CHUNKS; ++c)
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_rs_bt(dk[c], dsa[kk], desc_mn_major(q_st + c * Q_TILE + kk * 2048));
-      wgmma_commit();
-
-      // dSᵀ into shared memory as [128 keys, 64 queries], 128B-swizzled: the A operand of dQ = dS·K, read
-      // MN-major (queries contiguous). Two buffers by tile parity: the other warpgroup may still be reading the
-      // previous tile's until both pass this tile's barrier.
-      const unsigned ds_buf = OFF_DS + (it & 1) * DS_BYTES;
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const unsigned row = wg * 64 + frag_row + 8 * half;
-          const unsigned byte = row * 128 + ((j ^ (row % 8)) << 4) + 2 * frag_col;
-          *reinterpret_cast<unsigned*>(smem + ds_buf + byte) = dsa[j / 2][2 * (j % 2) + half];
-        }
-      fence_async_shared();
-      named_barrier(1, 256);
-
-      float dq[32];
-      wgmma_fence();
-      if (DQ_SPLIT_N) {
-#pragma unroll
-        for (int kk = 0; kk < BLOCK_N / 16; ++kk)
-          wgmma_ss<1, 1>(dq, desc_mn_major(base + ds_buf + kk * 2048),
-                         desc_mn_major(base + OFF_K + wg * K_TILE + kk * 2048), kk > 0);
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-          wgmma_ss<1, 1>(dq, desc_mn_major(base + ds_buf + wg * 8192 + kk * 2048),
-                         desc_mn_major(base + OFF_K + wg * 8192 + kk * 2048), kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // dK's products done: Q, dO, LSE, Delta of this stage are read
-#pragma unroll
-      for (int c = 0; c < CHUNKS; ++c) {
-        acc_fence(dv[c]);
-        acc_fence(dk[c]);
-      }
-      mbar_arrive(base + OFF_BAR + BAR_EMPTY(stage));
-      wgmma_wait<0>();
-      acc_fence(dq);
-
-      // dQ partial → staging ([64, 32] fp32 boxes, 128B-swizzled) → TMA reduce-add into dq_accum. The copy
-      // runs while this warpgroup computes the next tile; its staging is rewritten only after it has been read.
-      if (t == 0) bulk_wait_read_all();
-      named_barrier(2 + wg, 128);
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const unsigned row = frag_row + 8 * half, col = 8 * j + frag_col;  // col in [0, 64)
-          const unsigned box = col / 32, cb = col % 32;
-          const unsigned byte = box * DQ_BOX + row * 128 + (((cb / 4) ^ (row % 8)) << 4) + (cb % 4) * 4;
-          *reinterpret_cast<float2*>(dq_stage_ptr + byte) = make_float2(dq[4 * j + 2 * half], dq[4 * j + 2 * half + 1]);
-        }
-      fence_async_shared();
-      named_barrier(2 + wg, 128);
-      if (t == 0) {
-        const unsigned q_row = q_bh * S + mt * BLOCK_M;
-        const unsigned col0 = DQ_SPLIT_N ? wg * 64 : 0;
-#pragma unroll
-        for (int box = 0; box < 2; ++box)
-          if (col0 + 32 * box < HEAD_DIM) tma_reduce_add_2d(&dq_map, dq_stage + box * DQ_BOX, col0 + 32 * box, q_row);
-        bulk_commit();
-      }
+      for (int box = 0; box < 2; ++box)
+        if (col0 + 32 * box < HEAD_DIM) tma_reduce_add_2d(&dq_map, dq_stage + box * DQ_BOX, col0 + 32 * box, q_row);
+      bulk_commit();
+    }
+    q_row += BLOCK_M;  // the next tile's row; past the head's last tile, the next head's row 0 …
+    if (++mt == m_tiles) {
+      mt = m_first;
+      q_row += m_first * BLOCK_M;  // … and its first tile that sees these keys
     }
   }
 
