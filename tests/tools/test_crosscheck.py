@@ -14,6 +14,7 @@ import pytest
 from tasks import get_task
 from tasks.schema import Arch
 from tools.answer import extract_solution
+from tools.assemble import compile_cuda
 from tools.crosscheck import cross_check
 from tools.evaluation import Stage, Status
 from tools.pipeline import evaluate_answer
@@ -32,7 +33,9 @@ BLACKWELL = (FIXTURES / "answers" / "blackwell_gemm.md").read_text()
 
 def checks(answer: str, task=GEMM, arch: Arch = Arch.SM_90A):
     solution = extract_solution(answer)
-    return cross_check(solution.source, plan_launches(solution.launch, task, arch), task, arch, solution.language)
+    # The checks read PTX: a CUDA answer's is what NVRTC makes of it, as the pipeline does.
+    ptx = compile_cuda(solution.source, arch).ptx if solution.language == "cuda" else solution.source
+    return cross_check(ptx, plan_launches(solution.launch, task, arch), task, arch, solution.language)
 
 
 def verdicts(found) -> dict[str, list[str]]:
